@@ -1,0 +1,20 @@
+"""Is a task's server still there?  A TCP connect is enough and needs no TensorFlow."""
+
+from __future__ import annotations
+
+import socket
+
+
+def port_accepts(host: str, port: int, timeout: float = 0.5) -> bool:
+    """True when something accepts TCP connections on host:port within `timeout` seconds."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """'host:port' (or '[v6]:port') -> (host, port)."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
