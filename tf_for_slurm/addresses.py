@@ -1,0 +1,106 @@
+"""Addresses: which host name or IP other tasks use to reach a node.
+
+Policies (value of TF_SLURM_ADDRESS or the `address` argument):
+- `hostname` (NoIB, default): the Slurm node name.
+- `template:{host}-ib`: InfiniBand (or any other) name made from the node name; a template with
+  no `{host}` gives one fixed host for every node (the local launcher uses `template:127.0.0.1`).
+- `iface:ib0` / `file:PATH`: per-node addresses gathered beforehand in node order (mpi4py
+  allgather, or `tf-slurm node-address --iface ib0 --append PATH` run once per node), passed in as
+  a mapping node -> address.
+"""
+
+from __future__ import annotations
+
+import socket
+import string
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional
+
+from .errors import PlanError, UsageError, bad_value
+
+DEFAULT_IB_TEMPLATE = "{host}-ib"
+_EXPECTED = "'hostname', 'template:{host}-ib', 'iface:NAME' or 'file:PATH'"
+
+
+@dataclass(frozen=True)
+class AddressPolicy:
+    kind: str  # 'hostname' | 'template' | 'iface' | 'file'
+    arg: str = ""
+
+    @property
+    def shared_host(self) -> bool:
+        """True when every node maps to the same host, so ports must be unique across the step."""
+        return self.kind == "template" and "{host}" not in self.arg
+
+
+def parse_policy(spec: Optional[str], name: str = "TF_SLURM_ADDRESS") -> AddressPolicy:
+    if spec is None or spec.strip() == "" or spec.strip() == "hostname":
+        return AddressPolicy("hostname")
+    kind, sep, arg = spec.strip().partition(":")
+    if not sep or kind not in ("template", "iface", "file") or not arg:
+        raise UsageError(bad_value(name, spec, _EXPECTED))
+    if kind == "template":
+        fields = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
+        if any(f != "host" for f in fields):
+            raise UsageError(bad_value(name, spec, "a template whose only field is {host}, like '{host}-ib'"))
+    return AddressPolicy(kind, arg)
+
+
+def ib_policy(no_ib: bool, template: str = DEFAULT_IB_TEMPLATE) -> AddressPolicy:
+    """The seeds' NoIB switch: plain host names, or InfiniBand names from a template."""
+    return AddressPolicy("hostname") if no_ib else parse_policy("template:" + template, "IB template")
+
+
+def hosts_for(nodes: Iterable[str], policy: AddressPolicy,
+              node_addresses: Optional[Mapping[str, str]] = None) -> dict:
+    """node name -> host for each distinct node."""
+    unique = list(dict.fromkeys(nodes))
+    if policy.kind == "hostname":
+        return {n: n for n in unique}
+    if policy.kind == "template":
+        return {n: policy.arg.format(host=n) for n in unique}
+    if node_addresses is None:
+        raise PlanError(f"address policy {policy.kind}:{policy.arg}: expected per-node addresses to be gathered")
+    missing = [n for n in unique if n not in node_addresses]
+    if missing:
+        raise PlanError(
+            f"address policy {policy.kind}:{policy.arg}: no address for node(s) {missing[:5]}: expected one "
+            "line 'NODE ADDRESS' per node (run `tf-slurm node-address` once on every node first)"
+        )
+    return {n: node_addresses[n] for n in unique}
+
+
+def parse_address_file(text: str, name: str = "address file") -> dict:
+    """Lines 'NODE ADDRESS' -> mapping; later lines win (a rerun of the pre-step overwrites)."""
+    out: dict = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise PlanError(f"{name} line {lineno}={line!r}: expected 'NODE ADDRESS'")
+        out[parts[0]] = parts[1]
+    return out
+
+
+def interface_address(iface: str) -> str:
+    """IPv4 address of a local network interface (Linux), e.g. 'ib0'."""
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            packed = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", iface.encode()[:15]))  # SIOCGIFADDR
+        except OSError:
+            names = [n for _, n in socket.if_nameindex()]
+            raise UsageError(bad_value("iface", iface, f"an interface with an IPv4 address, one of {names}")) from None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def check_resolvable(host: str, who: str) -> None:
+    """getaddrinfo the host now, so a typo in a template fails with a name, not a gRPC timeout."""
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise PlanError(f"address host {host!r} of {who} does not resolve ({exc.strerror}): "
+                        "expected a resolvable name (check TF_SLURM_ADDRESS / the IB template)") from None

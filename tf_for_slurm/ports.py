@@ -1,0 +1,115 @@
+"""Ports: a policy chain that gives every task a port no other task (or job) on its host uses.
+
+Chain: an explicit base port if the user set one; Slurm-reserved ports (`srun --resv-ports`)
+when present; otherwise a window derived from the job and step id.
+
+The window lies in 20000-32767, below Linux's default ephemeral range (32768-60999), so outgoing
+connections never squat on it.  The range is cut into blocks of B ports, B the smallest power of
+two >= 2 x (tasks per host) and at least 16 (each task gets a TensorFlow port and an auxiliary
+port, used by the ps sidecar).  A step takes block (job_id + 7919 x step_id) mod nblocks.
+Collision odds: two steps on one host collide only if they map to the same block; consecutive
+job ids never do until nblocks jobs apart (798 blocks for up to 8 tasks per host), and two
+unrelated jobs collide with probability 1/nblocks (about 0.13% with 8 tasks per host).
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import zlib
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from .errors import PlanError, bad_value
+
+WINDOW_LOW = 20000
+WINDOW_HIGH = 32768  # exclusive; Linux's default ip_local_port_range starts here
+MIN_BLOCK = 16
+
+
+@dataclass(frozen=True)
+class PortAssignment:
+    ports: tuple  # per slot
+    aux_ports: tuple  # per slot, None where no second port could be given
+    policy: str  # 'fixed', 'reserved' or 'window'
+    note: str  # one line for people: what was chosen and why
+
+
+def _job_number(job_id: str) -> int:
+    head = job_id.split("_")[0].split("+")[0]  # array '123_4' and het-job '123+0' forms
+    if head.isdigit():
+        tail = job_id[len(head):]
+        return int(head) + (zlib.crc32(tail.encode()) if tail else 0)
+    return zlib.crc32(job_id.encode())
+
+
+def block_size(width: int) -> int:
+    size = MIN_BLOCK
+    while size < 2 * width:
+        size *= 2
+    return size
+
+
+def window_base(job_id: str, step_id: str, width: int,
+                low: int = WINDOW_LOW, high: int = WINDOW_HIGH) -> int:
+    """First port of the step's block (see module docstring)."""
+    size = block_size(width)
+    nblocks = (high - low) // size
+    if nblocks < 1:
+        raise PlanError(
+            f"{width} tasks per host: expected at most {(high - low) // 2} for the port window "
+            f"{low}-{high - 1}; set TF_SLURM_BASE_PORT or use srun --resv-ports"
+        )
+    step = int(step_id) if str(step_id).isdigit() else zlib.crc32(str(step_id).encode())
+    block = (_job_number(str(job_id)) + 7919 * step) % nblocks
+    return low + block * size
+
+
+def assign_ports(offsets: Sequence[int], *, job_id: str, step_id: str,
+                 reserved: Sequence[int] = (), base_port: Optional[int] = None) -> PortAssignment:
+    """Ports for slots whose offsets (ordinal among the tasks sharing their host) are given."""
+    width = (max(offsets) + 1) if offsets else 0
+    if base_port is not None:
+        if not isinstance(base_port, int) or not 1024 <= base_port <= 65535 - 2 * width:
+            raise PlanError(bad_value("TF_SLURM_BASE_PORT", base_port,
+                                      f"a port in 1024-{65535 - 2 * width} (room for {width} tasks x 2)"))
+        return PortAssignment(
+            ports=tuple(base_port + o for o in offsets),
+            aux_ports=tuple(base_port + width + o for o in offsets),
+            policy="fixed", note=f"ports {base_port}+offset (TF_SLURM_BASE_PORT)",
+        )
+    if reserved:
+        if len(reserved) < width:
+            raise PlanError(
+                f"SLURM_STEP_RESV_PORTS holds {len(reserved)} ports: expected at least {width}, "
+                f"one per task on the busiest node (srun --resv-ports={width})"
+            )
+        aux = tuple(reserved[width + o] if len(reserved) >= 2 * width else None for o in offsets)
+        return PortAssignment(
+            ports=tuple(reserved[o] for o in offsets), aux_ports=aux, policy="reserved",
+            note=f"Slurm-reserved ports {reserved[0]}-{reserved[-1]} (SLURM_STEP_RESV_PORTS)",
+        )
+    base = window_base(job_id, step_id, width)
+    return PortAssignment(
+        ports=tuple(base + o for o in offsets),
+        aux_ports=tuple(base + width + o for o in offsets),
+        policy="window",
+        note=f"port window {base}-{base + block_size(width) - 1} from job {job_id} step {step_id}",
+    )
+
+
+def ensure_bindable(port: int, who: str, host: str = "") -> None:
+    """Fail now, naming the port and the task, if the task's own port is taken.
+
+    TensorFlow listens on all interfaces, so the check binds the wildcard address too.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            reason = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+            raise PlanError(
+                f"port {port} for {who} is {reason}: expected a free port "
+                "(another job on this node? set TF_SLURM_BASE_PORT or use srun --resv-ports)"
+            ) from None

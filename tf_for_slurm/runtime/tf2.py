@@ -1,0 +1,352 @@
+"""TensorFlow 2 distribution strategies over a `ClusterPlan`, with a clean exit for PS servers.
+
+Two strategies are covered:
+
+* ``MultiWorkerMirroredStrategy`` (MWMS): every task trains; TF_CONFIG lists workers (and a chief
+  when the plan has one; otherwise TensorFlow treats worker 0 as the chief). There is no ps.
+* ``ParameterServerStrategy`` (PSS): the *chief* task is the coordinator and runs the training
+  program; ps and worker tasks only run a ``tf.distribute.Server``.
+
+Why the extra shutdown machinery: a PSS ps/worker server that only ``join()``s never returns, so a
+Slurm step would never end after training. Here every ps/worker process blocks on a dequeue from
+its own FIFOQueue (``shared_name`` per task, on its own device) through a ``tf.compat.v1.Session``
+on its own server; the coordinator, when training ends, enqueues an exit status into every such
+queue through a ``Session`` aimed at that task's gRPC address with a graph pinned to that task's
+device (an eager remote enqueue does not reach the server's queue in TF 2.21). If the coordinator
+dies instead, the dequeue times out every ``poll`` seconds and a TCP probe of the coordinator's
+port decides: once it has refused connections for ``liveness_timeout`` seconds the server logs an
+ERROR naming the coordinator and returns a non-zero status.
+
+Keras: in TF 2.21 Keras 3 ``model.fit`` fails under both strategies (keras-team/keras#20585);
+write a custom training loop (``strategy.run`` for MWMS, ``ClusterCoordinator.schedule`` for PSS),
+or install tf_keras (``pip install --no-deps tf-keras==2.21.0``) and set ``TF_USE_LEGACY_KERAS=1``
+before TensorFlow is imported to use ``model.fit``.
+
+TensorFlow is imported only inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from ..errors import PlanError, UsageError, bad_value
+from ..liveness import port_accepts
+from ..plan import ClusterPlan, Task
+
+log = logging.getLogger(__name__)
+
+#: exit status a ps/worker returns when the coordinator vanished without saying 'done'
+EXIT_COORDINATOR_LOST = 3
+#: exit status a ps/worker returns when the coordinator never came up within ``startup_timeout``
+EXIT_COORDINATOR_NEVER_SEEN = 4
+#: exit status the coordinator sends when its training function raised
+EXIT_TRAINING_FAILED = 1
+
+_QUEUE_CAPACITY = 4  # > 1 so a repeated shutdown never blocks on a full queue
+_QUEUE_PREFIX = "tf_slurm_tf2_done"
+
+
+# -- plans -------------------------------------------------------------------------------------
+
+def _plan_or_env(plan: Optional[ClusterPlan], default_ps: Optional[int] = None) -> ClusterPlan:
+    """The given plan, or one built from the Slurm environment (imported lazily: written apart)."""
+    if plan is not None:
+        if not isinstance(plan, ClusterPlan):
+            raise UsageError(bad_value("plan", type(plan).__name__, "a tf_for_slurm ClusterPlan or None"))
+        return plan
+    from .. import plan_from_env  # noqa: WPS433 (lazy: avoids an import cycle and keeps core light)
+
+    explicit = os.environ.get("TF_SLURM_TASKS") or os.environ.get("TF_SLURM_PS")
+    if default_ps is not None and not explicit:
+        return plan_from_env(ps=default_ps)
+    return plan_from_env()
+
+
+def _task_of(plan: ClusterPlan, rank: Optional[int]) -> Task:
+    if rank is None:
+        return plan.me
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < plan.size:
+        raise UsageError(bad_value("rank", rank, f"an int in [0, {plan.size - 1}]"))
+    return plan.tasks[rank]
+
+
+def mwms_tf_config(plan: ClusterPlan, rank: Optional[int] = None) -> dict:
+    """TF_CONFIG for MultiWorkerMirroredStrategy task `rank` (default: this task).
+
+    MWMS is all-reduce between workers: a 'ps' task has no place in it, so a plan with ps is
+    rejected rather than silently dropping those tasks (they would sit idle and the step would
+    never end). Without a 'chief' role TensorFlow makes worker 0 the chief, which is what the seed
+    tutorials expect; the dictionary therefore lists only the roles the plan has.
+    """
+    if not isinstance(plan, ClusterPlan):
+        raise UsageError(bad_value("plan", type(plan).__name__, "a tf_for_slurm ClusterPlan"))
+    n_ps = plan.count("ps")
+    if n_ps:
+        raise PlanError(bad_value(
+            "plan roles", [t.role for t in plan.tasks],
+            f"workers (and at most one chief) only: MultiWorkerMirroredStrategy takes no 'ps', "
+            f"the plan has {n_ps} (use TF_SLURM_PS=0 or a ListOfTFTasks without 'ps')"))
+    n_chief = plan.count("chief")
+    if n_chief > 1:
+        raise PlanError(bad_value("plan chief count", n_chief, "0 or 1 chief for MultiWorkerMirroredStrategy"))
+    if plan.count("worker") + n_chief == 0:
+        raise PlanError(bad_value("plan roles", [t.role for t in plan.tasks],
+                                  "at least one 'worker' for MultiWorkerMirroredStrategy"))
+    task = _task_of(plan, rank)
+    return {"cluster": plan.server_dictionary(), "task": {"type": task.role, "index": task.index}}
+
+
+def mwms_is_chief(plan: ClusterPlan, rank: Optional[int] = None) -> bool:
+    """True for the task that should write checkpoints/summaries under MWMS (chief, else worker 0)."""
+    task = _task_of(plan, rank)
+    if plan.count("chief"):
+        return task.role == "chief"
+    return task.role == "worker" and task.index == 0
+
+
+def multi_worker_mirrored_strategy(plan: Optional[ClusterPlan] = None, **strategy_kwargs: Any):
+    """Set TF_CONFIG for this task and return a `tf.distribute.MultiWorkerMirroredStrategy`.
+
+    TF_CONFIG must be in the environment before the strategy is built (it starts this task's
+    collective server from it), hence the side effect. Without `plan`, the plan comes from the
+    Slurm environment with no ps unless TF_SLURM_TASKS/TF_SLURM_PS say otherwise.
+    """
+    plan = _plan_or_env(plan, default_ps=0)
+    config = mwms_tf_config(plan)
+    os.environ["TF_CONFIG"] = json.dumps(config)
+    log.info("MultiWorkerMirroredStrategy: %s:%d of %s", config["task"]["type"], config["task"]["index"],
+             config["cluster"])
+    import tensorflow as tf
+
+    return tf.distribute.MultiWorkerMirroredStrategy(**strategy_kwargs)
+
+
+# -- ParameterServerStrategy -------------------------------------------------------------------
+
+def _pss_check(plan: ClusterPlan) -> Task:
+    """The coordinator (chief:0) after checking the plan can run ParameterServerStrategy."""
+    roles = [t.role for t in plan.tasks]
+    if plan.count("chief") != 1:
+        raise PlanError(bad_value("plan roles", roles,
+                                  "exactly one 'chief' (the ParameterServerStrategy coordinator), "
+                                  "e.g. TF_SLURM_TASKS=chief,ps,worker,worker"))
+    if plan.count("ps") < 1 or plan.count("worker") < 1:
+        raise PlanError(bad_value("plan roles", roles,
+                                  "at least one 'ps' and one 'worker' for ParameterServerStrategy"))
+    return plan.task("chief", 0)
+
+
+def _cluster_spec_dict(plan: ClusterPlan) -> dict:
+    return {role: addrs for role, addrs in plan.server_dictionary().items() if role != "evaluator"}
+
+
+def _wait_for_ports(tasks: list, timeout: float) -> None:
+    """Block until every task's port accepts TCP, or raise naming those that never did."""
+    deadline = time.monotonic() + timeout
+    pending = list(tasks)
+    while pending:
+        pending = [t for t in pending if not port_accepts(t.host, t.port, timeout=0.5)]
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise PlanError(bad_value("servers", [f"{t.role}:{t.index}@{t.address}" for t in pending],
+                                      f"accepting TCP within wait_timeout={timeout} s"))
+        time.sleep(0.1)
+
+
+def parameter_server_strategy(plan: Optional[ClusterPlan] = None, variable_partitioner: Any = None,
+                              wait_timeout: float = 300.0):
+    """On the chief (coordinator): build a `ParameterServerStrategy` over the plan's cluster.
+
+    Waits (up to `wait_timeout` s) until every ps/worker port accepts TCP first, so a coordinator
+    that starts before its servers fails with a list of the missing ones instead of a gRPC error.
+    """
+    plan = _plan_or_env(plan)
+    chief = _pss_check(plan)
+    me = plan.me
+    if me.rank != chief.rank:
+        raise UsageError(bad_value("task", f"{me.role}:{me.index}",
+                                   "the chief (coordinator); ps/worker tasks call serve_until_done()"))
+    import tensorflow as tf
+
+    spec = tf.train.ClusterSpec(_cluster_spec_dict(plan))
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        spec, task_type="chief", task_id=0, rpc_layer="grpc")
+    _wait_for_ports(plan.tasks_with_role("ps") + plan.tasks_with_role("worker"), wait_timeout)
+    log.info("ParameterServerStrategy: coordinator %s over %s", chief.address, spec.as_dict())
+    return tf.distribute.experimental.ParameterServerStrategy(resolver, variable_partitioner=variable_partitioner)
+
+
+def _queue_name(task: Task) -> str:
+    return f"{_QUEUE_PREFIX}_{task.role}_{task.index}"
+
+
+def _device(task: Task) -> str:
+    return f"/job:{task.role}/replica:0/task:{task.index}/device:CPU:0"
+
+
+def _session_config(task: Task, timeout_ms: int):
+    import tensorflow as tf
+
+    # device_filters: this session only talks to `task`, never waits for the rest of the cluster.
+    return tf.compat.v1.ConfigProto(device_filters=[f"/job:{task.role}/task:{task.index}"],
+                                    operation_timeout_in_ms=int(timeout_ms))
+
+
+def _done_queue(tf: Any, task: Task):
+    with tf.compat.v1.device(_device(task)):
+        return tf.queue.FIFOQueue(_QUEUE_CAPACITY, tf.int32, shapes=[[]], shared_name=_queue_name(task),
+                                  name="tf_slurm_done_queue")
+
+
+def _positive(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UsageError(bad_value(name, value, "a number of seconds > 0"))
+    return float(value)
+
+
+def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float = 3.0, poll: float = 1.0,
+                     startup_timeout: float = 600.0, server_config: Any = None) -> int:
+    """On a ps/worker task: run this task's server until the coordinator says done; return a status.
+
+    Returns the status the coordinator enqueued (0 after a normal end). Returns
+    EXIT_COORDINATOR_LOST when the coordinator's port, once seen open, refuses TCP for
+    `liveness_timeout` s, and EXIT_COORDINATOR_NEVER_SEEN when it never opened within
+    `startup_timeout` s (the coordinator imports TensorFlow and builds the strategy first).
+    A lost coordinator is detected within about poll + liveness_timeout + poll seconds.
+    """
+    liveness_timeout = _positive("liveness_timeout", liveness_timeout)
+    poll = _positive("poll", poll)
+    startup_timeout = _positive("startup_timeout", startup_timeout)
+    plan = _plan_or_env(plan)
+    coordinator = _pss_check(plan)
+    me = plan.me
+    if me.role not in ("ps", "worker"):
+        raise UsageError(bad_value("task", f"{me.role}:{me.index}",
+                                   "a 'ps' or 'worker' task (the chief coordinates: use parameter_server_strategy())"))
+    import tensorflow as tf
+
+    server = tf.distribute.Server(tf.train.ClusterSpec(_cluster_spec_dict(plan)), job_name=me.role,
+                                  task_index=me.index, protocol="grpc", config=server_config, start=True)
+    log.info("%s:%d serving at %s (target %s); coordinator chief:0 at %s", me.role, me.index, me.address,
+             server.target, coordinator.address)
+    graph = tf.Graph()
+    with graph.as_default():
+        dequeue = _done_queue(tf, me).dequeue()
+    started = time.monotonic()
+    seen = False
+    down_since: Optional[float] = None
+    with tf.compat.v1.Session(server.target, graph=graph,
+                              config=_session_config(me, poll * 1000)) as sess:
+        while True:
+            try:
+                status = int(sess.run(dequeue))
+            except tf.errors.DeadlineExceededError:
+                pass
+            else:
+                log.info("%s:%d: coordinator %s said done (status %d)", me.role, me.index, coordinator.address,
+                         status)
+                return status
+            now = time.monotonic()
+            if port_accepts(coordinator.host, coordinator.port, timeout=min(0.5, poll)):
+                if not seen:
+                    log.info("%s:%d: coordinator %s is up", me.role, me.index, coordinator.address)
+                seen, down_since = True, None
+                continue
+            if not seen:
+                if now - started >= startup_timeout:
+                    log.error("%s:%d: coordinator chief:0 at %s never accepted connections in %.0f s: exiting "
+                              "with status %d", me.role, me.index, coordinator.address, startup_timeout,
+                              EXIT_COORDINATOR_NEVER_SEEN)
+                    return EXIT_COORDINATOR_NEVER_SEEN
+                continue
+            if down_since is None:
+                down_since = now
+                log.warning("%s:%d: coordinator %s refuses connections", me.role, me.index, coordinator.address)
+            if now - down_since >= liveness_timeout:
+                log.error("%s:%d: coordinator chief:0 at %s stopped accepting connections %.1f s ago without "
+                          "saying done: exiting with status %d", me.role, me.index, coordinator.address,
+                          now - down_since, EXIT_COORDINATOR_LOST)
+                return EXIT_COORDINATOR_LOST
+
+
+def _tell_one(task: Task, status: int, timeout: float, results: dict) -> None:
+    import tensorflow as tf
+
+    try:
+        if not port_accepts(task.host, task.port, timeout=min(1.0, timeout)):
+            results[task.rank] = "not listening"
+            return
+        graph = tf.Graph()
+        with graph.as_default():
+            enqueue = _done_queue(tf, task).enqueue(tf.constant(status, tf.int32))
+        with tf.compat.v1.Session(f"grpc://{task.address}", graph=graph,
+                                  config=_session_config(task, timeout * 1000)) as sess:
+            sess.run(enqueue)
+        results[task.rank] = "ok"
+    except Exception as exc:  # one unreachable task must not stop the others being told
+        results[task.rank] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def shutdown_cluster(plan: Optional[ClusterPlan] = None, status: int = 0, timeout: float = 10.0) -> dict:
+    """On the coordinator: tell every ps/worker server to exit with `status`; bounded by `timeout`.
+
+    All tasks are told in parallel. A task that is already gone (port closed) or does not answer
+    within `timeout` s is reported and skipped, so the coordinator never hangs at its end.
+    Returns {"ps:0": "ok" | reason, ...}.
+    """
+    timeout = _positive("timeout", timeout)
+    if isinstance(status, bool) or not isinstance(status, int) or not 0 <= status <= 255:
+        raise UsageError(bad_value("status", status, "an exit status int in [0, 255]"))
+    plan = _plan_or_env(plan)
+    _pss_check(plan)
+    targets = plan.tasks_with_role("ps") + plan.tasks_with_role("worker")
+    results: dict = {}
+    threads = [threading.Thread(target=_tell_one, args=(t, status, timeout, results), daemon=True,
+                                name=f"tf-slurm-shutdown-{t.role}{t.index}") for t in targets]
+    for th in threads:
+        th.start()
+    deadline = time.monotonic() + timeout + 1.0
+    for th in threads:
+        th.join(max(0.0, deadline - time.monotonic()))
+    report = {f"{t.role}:{t.index}": results.get(t.rank, f"no answer within {timeout} s") for t in targets}
+    for name, outcome in report.items():
+        if outcome == "ok":
+            log.info("shutdown: %s told to exit with status %d", name, status)
+        else:
+            log.warning("shutdown: %s not told (%s)", name, outcome)
+    return report
+
+
+def run_parameter_server_strategy(train_fn: Callable[[Any, ClusterPlan], Any],
+                                  plan: Optional[ClusterPlan] = None, **serve_kwargs: Any) -> int:
+    """One entry point for every task of a ParameterServerStrategy job; returns the exit status.
+
+    The chief builds the strategy, calls ``train_fn(strategy, plan)`` and, whatever happens, tells
+    the servers to exit (status 0, or EXIT_TRAINING_FAILED when train_fn raised; the exception is
+    re-raised). ps and worker tasks serve until done (see `serve_until_done`, which takes
+    `serve_kwargs`). Use it as ``sys.exit(run_parameter_server_strategy(train))``.
+    """
+    if not callable(train_fn):
+        raise UsageError(bad_value("train_fn", train_fn, "a callable train_fn(strategy, plan)"))
+    plan = _plan_or_env(plan)
+    _pss_check(plan)
+    me = plan.me
+    if me.role in ("ps", "worker"):
+        return serve_until_done(plan, **serve_kwargs)
+    if me.role != "chief":
+        raise UsageError(bad_value("task", f"{me.role}:{me.index}",
+                                   "'chief', 'ps' or 'worker' under ParameterServerStrategy"))
+    status = EXIT_TRAINING_FAILED
+    try:
+        strategy = parameter_server_strategy(plan)
+        train_fn(strategy, plan)
+        status = 0
+    finally:
+        shutdown_cluster(plan, status=status)
+    return status
