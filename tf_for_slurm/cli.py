@@ -1,0 +1,234 @@
+"""`tf-slurm`: explain a plan, print TF_CONFIG or exports, run a command with them, and more.
+
+Every usage or plan error is one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import sys
+from typing import Optional, Sequence
+
+from .errors import TfSlurmError, UsageError, bad_value
+
+log = logging.getLogger("tf_for_slurm.cli")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _role_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("roles (default: TF_SLURM_TASKS, else TF_SLURM_PS, else 1 ps)")
+    g.add_argument("--tasks", help="comma-separated roles, one per task, node by node (ListOfTFTasks)")
+    g.add_argument("--ps", type=int, help="number of parameter servers: the first N tasks")
+    g.add_argument("--placement", choices=["first", "per-node"], help="'per-node': one ps per node")
+    g.add_argument("--chief", action="store_true", help="make the first worker an explicit chief")
+    g.add_argument("--address", help="address policy: hostname | template:{host}-ib | iface:ib0 | file:PATH")
+
+
+def _offline_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("offline (plan a layout without being in a job)")
+    g.add_argument("--nodelist", help="Slurm hostlist, e.g. 'gpu[01-04],cpu5'")
+    g.add_argument("--tasks-per-node", help="e.g. '4' or '2(x3),1' (default 1)")
+    g.add_argument("--job-id", default="0", help="job id that the port window derives from")
+    g.add_argument("--step-id", default="0")
+    g.add_argument("--rank", type=int, help="the task to print (default: this task)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tf-slurm", description="Distributed TensorFlow on Slurm: plans, TF_CONFIG, launch.")
+    parser.add_argument("--log-level", default=os.environ.get("TF_SLURM_LOG_LEVEL", "WARNING"),
+                        help="DEBUG, INFO, WARNING (default), ERROR, CRITICAL")
+    sub = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("explain", help="print one table of every task of the plan")
+    _role_options(p)
+    _offline_options(p)
+    p.add_argument("--json", action="store_true", help="a JSON list of task objects instead of a table")
+
+    p = sub.add_parser("tf-config", help="print this task's TF_CONFIG JSON")
+    _role_options(p)
+    _offline_options(p)
+
+    p = sub.add_parser("env", help="print shell export lines (TF_CONFIG and friends) for this task")
+    _role_options(p)
+    _offline_options(p)
+
+    p = sub.add_parser("exec", help="run a command with TF_CONFIG and friends set (ps watched by a sidecar)")
+    _role_options(p)
+    p.add_argument("--no-sidecar", action="store_true", help="run a ps command without the sidecar")
+    p.add_argument("--sidecar-log-level", default=os.environ.get("TF_SLURM_SIDECAR_LOG_LEVEL", "WARNING"),
+                   help="ps sidecar logging level (psSidecarLoggingLevel): DEBUG..CRITICAL, default WARNING")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+    p = sub.add_parser("node-address", help="print 'NODE ADDRESS' for an interface of this node")
+    p.add_argument("--iface", required=True, help="network interface, e.g. ib0")
+    p.add_argument("--append", metavar="FILE", help="append the line to FILE (for TF_SLURM_ADDRESS=file:FILE)")
+
+    for name, module, helptext in (("mem", "memory", "per-task memory (MB) for sbatch templates"),
+                                   ("local", "launcher", "run N tasks locally with a Slurm-like environment")):
+        mod = _optional_module(module)
+        if mod is not None:
+            p = sub.add_parser(name, help=helptext)
+            mod.add_arguments(p)
+            p.set_defaults(_module=mod)
+    return parser
+
+
+def _optional_module(name: str):
+    import importlib
+
+    try:
+        return importlib.import_module(f"tf_for_slurm.{name}")
+    except ImportError:
+        return None
+
+
+def _plan(args: argparse.Namespace):
+    from .environment import plan_from_env, roles_for
+    from .addresses import parse_policy
+    from .plan import build_plan
+    from .slurm import offline_step
+
+    tasks = args.tasks.split(",") if args.tasks else None
+    if getattr(args, "nodelist", None):
+        step = offline_step(args.nodelist, args.tasks_per_node or "1", args.job_id, args.step_id)
+        roles = roles_for(step, tasks, args.ps, args.placement or "first", args.chief)
+        return build_plan(step, roles, address=parse_policy(args.address, "--address"))
+    if getattr(args, "tasks_per_node", None):
+        raise UsageError("--tasks-per-node given without --nodelist: expected both for an offline plan")
+    return plan_from_env(tasks=tasks, ps=args.ps, placement=args.placement, chief=args.chief,
+                         address=args.address, check=args.command_name == "exec")
+
+
+def _rank(args: argparse.Namespace, plan) -> int:
+    rank = getattr(args, "rank", None)
+    if rank is None:
+        if plan.my_rank is None:
+            raise UsageError("--rank is required for an offline plan: expected the task's rank")
+        return plan.my_rank
+    if not 0 <= rank < plan.size:
+        raise UsageError(bad_value("--rank", rank, f"a rank in 0-{plan.size - 1}"))
+    return rank
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    rows = [{"rank": t.rank, "node": t.node, "local_id": t.local_id, "role": t.role, "index": t.index,
+             "address": t.address, "aux_port": t.aux_port, "gpus": ",".join(t.gpus),
+             "me": t.rank == plan.my_rank} for t in plan.tasks]
+    if args.json:
+        print(json.dumps(rows, indent=None))
+        return 0
+    from .table import render_table
+
+    print(render_table(rows, ["rank", "node", "local_id", "role", "index", "address", "gpus"], mark="me"))
+    for note in plan.notes:
+        print(f"# {note}")
+    return 0
+
+
+def cmd_tf_config(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    print(plan.tf_config_json(_rank(args, plan)))
+    return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from .task_env import task_env
+
+    plan = _plan(args)
+    env = task_env(plan, _rank(args, plan))
+    if env.spill:
+        raise UsageError(f"{env.note}; `tf-slurm env` cannot export it: expected `tf-slurm exec -- CMD` instead")
+    for name, value in env.variables.items():
+        print(f"export {name}={shlex.quote(value)}")
+    return 0
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    from .task_env import spill_to_file, task_env
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("exec: expected a command after '--', e.g. tf-slurm exec -- python train.py")
+    plan = _plan(args)
+    me = plan.me
+    env = task_env(plan)
+    variables = env.variables
+    if env.spill:
+        variables = spill_to_file(env, plan, me.rank)
+        log.warning("%s (%s)", env.note, variables["TF_SLURM_TF_CONFIG_FILE"])
+    child_env = {**os.environ, **variables}
+    has_ps = plan.count("ps") > 0
+    if not args.no_sidecar and has_ps and me.role in ("ps", "worker", "chief"):
+        from . import sidecar
+
+        if me.role == "ps":
+            return sidecar.run_ps_with_sidecar(plan, command, child_env, args.sidecar_log_level)
+        return sidecar.run_and_report(plan, command, child_env)
+    try:
+        os.execvpe(command[0], command, child_env)
+    except OSError as exc:
+        sys.stderr.write(f"tf-slurm exec: cannot run {command[0]!r}: {exc.strerror}\n")
+        return 127
+    return 0  # not reached
+
+
+def cmd_node_address(args: argparse.Namespace) -> int:
+    import fcntl
+    import socket
+
+    from .addresses import interface_address
+
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    line = f"{node} {interface_address(args.iface)}\n"
+    if args.append:
+        with open(args.append, "a", encoding="utf-8") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            fh.write(line)
+    else:
+        sys.stdout.write(line)
+    return 0
+
+
+COMMANDS = {"explain": cmd_explain, "tf-config": cmd_tf_config, "env": cmd_env, "exec": cmd_exec,
+            "node-address": cmd_node_address}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = str(args.log_level).upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        sys.stderr.write(f"tf-slurm: error: --log-level={args.log_level!r}: expected DEBUG, INFO, WARNING, "
+                         "ERROR or CRITICAL\n")
+        return 2
+    logging.basicConfig(level=level, format="tf-slurm: %(levelname)s: %(message)s")
+    try:
+        if hasattr(args, "_module"):
+            return int(args._module.main(args) or 0)
+        return COMMANDS[args.command_name](args)
+    except TfSlurmError as exc:
+        sys.stderr.write(f"tf-slurm {args.command_name}: error: {exc}\n")
+        return exc.exit_code
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
