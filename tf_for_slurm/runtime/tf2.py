@@ -67,6 +67,11 @@ def _plan_or_env(plan: Optional[ClusterPlan], default_ps: Optional[int] = None) 
     return plan_from_env()
 
 
+def _cluster_dict(plan: ClusterPlan) -> dict:
+    """server_dictionary() without empty roles: TensorFlow rejects or mis-handles an empty job."""
+    return {role: list(addrs) for role, addrs in plan.server_dictionary().items() if addrs}
+
+
 def _task_of(plan: ClusterPlan, rank: Optional[int]) -> Task:
     if rank is None:
         return plan.me
@@ -98,7 +103,7 @@ def mwms_tf_config(plan: ClusterPlan, rank: Optional[int] = None) -> dict:
         raise PlanError(bad_value("plan roles", [t.role for t in plan.tasks],
                                   "at least one 'worker' for MultiWorkerMirroredStrategy"))
     task = _task_of(plan, rank)
-    return {"cluster": plan.server_dictionary(), "task": {"type": task.role, "index": task.index}}
+    return {"cluster": _cluster_dict(plan), "task": {"type": task.role, "index": task.index}}
 
 
 def mwms_is_chief(plan: ClusterPlan, rank: Optional[int] = None) -> bool:
@@ -142,7 +147,8 @@ def _pss_check(plan: ClusterPlan) -> Task:
 
 
 def _cluster_spec_dict(plan: ClusterPlan) -> dict:
-    return {role: addrs for role, addrs in plan.server_dictionary().items() if role != "evaluator"}
+    """The cluster the PSS servers and coordinator share (an evaluator runs on its own)."""
+    return {role: addrs for role, addrs in _cluster_dict(plan).items() if role != "evaluator"}
 
 
 def _wait_for_ports(tasks: list, timeout: float) -> None:
@@ -276,12 +282,12 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
 
 
 def _tell_one(task: Task, status: int, timeout: float, results: dict) -> None:
-    import tensorflow as tf
-
     try:
         if not port_accepts(task.host, task.port, timeout=min(1.0, timeout)):
             results[task.rank] = "not listening"
             return
+        import tensorflow as tf
+
         graph = tf.Graph()
         with graph.as_default():
             enqueue = _done_queue(tf, task).enqueue(tf.constant(status, tf.int32))
