@@ -1,0 +1,179 @@
+"""Between-graph replicated training of a small CNN on MNIST (TF1 graph API through tf.compat.v1).
+
+`DistributedTrain` is what runs on every worker once its server is up; it knows nothing of Slurm.
+Variables live on the parameter servers (`replica_device_setter`), each worker computes
+gradients on its own mini-batches and applies them asynchronously, or, with `sync=True`, through
+`SyncReplicasOptimizer` (one update per round of all workers).  The chief (worker 0) also
+initialises or restores the variables, saves checkpoints and summaries in `model_dir`, and
+measures held-out accuracy.
+
+The model uses plain tf.compat.v1 variables and ops: Keras 3 layers cannot be trained by a v1
+optimizer inside a v1 graph (see the project notes), and the seeds' API is the v1 one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from Hooks import ValidationHook, evaluate  # noqa: F401  (evaluate re-exported for scripts)
+from mnist_data import BatchSampler, MnistData
+
+log = logging.getLogger(__name__)
+v1 = tf.compat.v1
+
+# Defaults chosen so 1 ps + 2 async workers reach >= 0.95 held-out accuracy on the 2k held-out
+# split of the 10k MNIST test digits in well under two minutes on two cores.
+DEFAULT_BATCH_SIZE = 64
+DEFAULT_ITERATIONS = 800
+DEFAULT_LEARNING_RATE = 2e-3
+
+
+def _weight(name: str, shape: Sequence[int]) -> tf.Variable:
+    fan_in = int(np.prod(shape[:-1]))
+    init = v1.truncated_normal_initializer(stddev=(2.0 / fan_in) ** 0.5)  # He init for ReLU
+    return v1.get_variable(name, shape, initializer=init)
+
+
+def _bias(name: str, n: int) -> tf.Variable:
+    return v1.get_variable(name, [n], initializer=v1.constant_initializer(0.01))
+
+
+def build_cnn(x: tf.Tensor) -> tf.Tensor:
+    """conv5x5x16 - pool - conv5x5x32 - pool - fc128 - fc10: ~99% on full MNIST, cheap on CPU."""
+    img = tf.reshape(x, [-1, 28, 28, 1])
+    h = tf.nn.relu(tf.nn.conv2d(img, _weight("conv1/w", [5, 5, 1, 16]), 1, "SAME") + _bias("conv1/b", 16))
+    h = tf.nn.max_pool2d(h, 2, 2, "SAME")  # 14x14x16
+    h = tf.nn.relu(tf.nn.conv2d(h, _weight("conv2/w", [5, 5, 16, 32]), 1, "SAME") + _bias("conv2/b", 32))
+    h = tf.nn.max_pool2d(h, 2, 2, "SAME")  # 7x7x32
+    h = tf.reshape(h, [-1, 7 * 7 * 32])
+    h = tf.nn.relu(tf.matmul(h, _weight("fc1/w", [7 * 7 * 32, 128])) + _bias("fc1/b", 128))
+    return tf.matmul(h, _weight("fc2/w", [128, 10])) + _bias("fc2/b", 10)
+
+
+class WaitForChiefInitHook(v1.train.SessionRunHook):
+    """Non-chief: poll (every 0.2 s, with a deadline) until the chief has initialised the model.
+
+    TensorFlow's worker session creator checks once and then sleeps 30 s; a worker that starts a
+    moment before the chief would lose those 30 s.  Polling here, in `begin()` (before the
+    session is created), makes the creator's first check succeed.
+    """
+
+    def __init__(self, master: str, config: v1.ConfigProto, deadline_s: float = 600.0,
+                 interval_s: float = 0.2):
+        self._master, self._config = master, config
+        self._deadline_s, self._interval_s = deadline_s, interval_s
+
+    def begin(self) -> None:
+        graph = v1.get_default_graph()
+        with v1.name_scope("wait_for_chief"):
+            not_ready = v1.report_uninitialized_variables(v1.global_variables())
+        deadline = time.monotonic() + self._deadline_s
+        with v1.Session(self._master, graph=graph, config=self._config) as sess:
+            while True:
+                if len(sess.run(not_ready)) == 0:
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"chief did not initialise the model within {self._deadline_s:.0f} s")
+                time.sleep(self._interval_s)
+
+
+def DistributedTrain(server, cluster: dict, job_type: str, task_index: int, *,
+                     data: MnistData, model_dir: str,
+                     batch_size: int = DEFAULT_BATCH_SIZE,
+                     iterations: int = DEFAULT_ITERATIONS,
+                     learning_rate: float = DEFAULT_LEARNING_RATE,
+                     sync: bool = False,
+                     is_chief: Optional[bool] = None,
+                     hooks: Sequence = (),
+                     eval_every: int = 0,
+                     checkpoint_every: int = 500,
+                     stop_grace_period_secs: int = 2) -> dict:
+    """Train on this worker until the global step reaches `iterations`; return a summary dict.
+
+    `iterations` is the global-step TARGET, not a count for this run: a rerun on the same
+    `model_dir` restores the last checkpoint and continues up to the new target.  `hooks` come
+    from the launcher (e.g. the done-queue hook) and are added to the session's hooks.
+    """
+    if iterations <= 0:
+        raise ValueError(f"iterations={iterations}: expected a positive global-step target")
+    if is_chief is None:
+        is_chief = job_type == "chief" or ("chief" not in cluster and task_index == 0)
+    trainers = len(cluster.get("worker", ())) + len(cluster.get("chief", ()))
+    me = f"/job:{job_type}/task:{task_index}"
+    config = v1.ConfigProto(device_filters=["/job:ps", me], allow_soft_placement=True)
+    result: dict = {"job_type": job_type, "task_index": task_index, "is_chief": is_chief,
+                    "mode": "sync" if sync else "async"}
+
+    graph = tf.Graph()
+    with graph.as_default():
+        with v1.device(v1.train.replica_device_setter(worker_device=me,
+                                                      cluster=tf.train.ClusterSpec(cluster))):
+            global_step = v1.train.get_or_create_global_step()
+            x = v1.placeholder(tf.float32, [None, 784], name="x")
+            y = v1.placeholder(tf.int64, [None], name="y")
+            logits = build_cnn(x)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+            correct = tf.equal(tf.argmax(logits, 1), y)
+            correct_count = tf.reduce_sum(tf.cast(correct, tf.int32))
+            accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
+            opt = v1.train.AdamOptimizer(learning_rate)
+            if sync:
+                opt = v1.train.SyncReplicasOptimizer(opt, replicas_to_aggregate=trainers,
+                                                     total_num_replicas=trainers)
+            train_op = opt.minimize(loss, global_step=global_step)
+            v1.summary.scalar("loss", loss)
+            v1.summary.scalar("train_accuracy", accuracy)
+
+        all_hooks = [v1.train.StopAtStepHook(last_step=iterations), *hooks]
+        if sync:
+            all_hooks.append(opt.make_session_run_hook(is_chief))
+        if not is_chief:
+            all_hooks.append(WaitForChiefInitHook(server.target, config))
+        first_step: dict = {}
+        validation = ValidationHook(correct_count=correct_count, x=x, y=y,
+                                    images=data.heldout_images, labels=data.heldout_labels,
+                                    model_dir=model_dir, every_steps=eval_every,
+                                    extra=lambda: {**result, **first_step, "data": data.source})
+        sampler = BatchSampler(data.train_images, data.train_labels, batch_size, seed=1000 + task_index)
+
+        steps = 0
+        t0 = time.time()
+        with v1.train.MonitoredTrainingSession(
+                master=server.target, is_chief=is_chief, checkpoint_dir=model_dir,
+                hooks=all_hooks, chief_only_hooks=[validation],
+                save_checkpoint_steps=checkpoint_every, save_checkpoint_secs=None,
+                save_summaries_steps=100, log_step_count_steps=200 if is_chief else 0,
+                stop_grace_period_secs=stop_grace_period_secs, config=config) as sess:
+            # Reading the step through the session lets StopAtStepHook stop at once when a
+            # restored checkpoint is already at the target.  The batch is fed only because the
+            # chief's summary hook adds the loss to every run; nothing is trained here.
+            bx, by = sampler.next()
+            start = int(sess.run(global_step, feed_dict={x: bx, y: by}))
+            result["start_global_step"] = start
+            result["session_ready_time"] = time.time()
+            if start:
+                log.info("%s: resumed from %s at global step %d", me, model_dir, start)
+            while not sess.should_stop():
+                bx, by = sampler.next()
+                sess.run(train_op, feed_dict={x: bx, y: by})
+                steps += 1
+                if steps == 1:
+                    first_step["first_step_time"] = time.time()
+        result.update(first_step)
+        result["local_steps"] = steps
+        result["train_seconds"] = round(time.time() - t0, 3)
+        if is_chief:
+            result["accuracy"] = validation.final_accuracy
+            result["global_step"] = validation.final_step
+            result["heldout_examples"] = int(len(data.heldout_images))
+            print(f"held-out accuracy: {validation.final_accuracy:.4f} on {len(data.heldout_images)} "
+                  f"examples after global step {validation.final_step} "
+                  f"({result['mode']}, {trainers} workers)", flush=True)
+    log.info("%s: %d local steps in %.1f s", me, steps, result["train_seconds"])
+    return result
