@@ -1,0 +1,141 @@
+"""Session hooks for `tf.compat.v1.train.MonitoredTrainingSession`.
+
+MonitoredSession calls hook methods by name and never checks the type, so these hooks derive
+from a small TF-free base and this module can be imported without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional
+
+from ..errors import TfSlurmError, UsageError, bad_value
+
+log = logging.getLogger(__name__)
+
+
+class SessionHook:
+    """Same methods as `tf.compat.v1.train.SessionRunHook`, all no-ops."""
+
+    def begin(self) -> None:
+        pass
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        pass
+
+    def before_run(self, run_context: Any) -> Any:
+        return None
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        pass
+
+    def end(self, session: Any) -> None:
+        pass
+
+
+class BarrierTimeout(TfSlurmError, TimeoutError):
+    """The chief gave up waiting for workers at the start barrier."""
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(bad_value(name, value, "an int >= 1"))
+    return value
+
+
+class PrintStepHook(SessionHook):
+    """Log the global step and steps/s every `every_n_steps` local steps (INFO level).
+
+    Useful on every worker: with async training the global step moves faster than any one
+    worker's local count, so this shows both progress and the cluster's throughput.
+    """
+
+    def __init__(self, every_n_steps: int = 100, name: str = "worker"):
+        self.every_n_steps = _positive_int("every_n_steps", every_n_steps)
+        self.name = name
+        self._global_step: Any = None
+        self._local_steps = 0
+        self._last: Optional[tuple] = None  # (time, global step) at the last log line
+
+    def begin(self) -> None:
+        import tensorflow as tf
+
+        self._global_step = tf.compat.v1.train.get_global_step()
+        if self._global_step is None:
+            raise UsageError("PrintStepHook: the graph has no global step: expected "
+                             "tf.compat.v1.train.get_or_create_global_step() before the session")
+
+    def before_run(self, run_context: Any) -> Any:
+        import tensorflow as tf
+
+        return tf.compat.v1.train.SessionRunArgs(self._global_step)
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        self._local_steps += 1
+        gs = int(run_values.results)
+        now = time.monotonic()
+        if self._last is None:
+            self._last = (now, gs)
+            return
+        if self._local_steps % self.every_n_steps == 0:
+            t0, gs0 = self._last
+            rate = (gs - gs0) / (now - t0) if now > t0 else float("nan")
+            log.info("%s: global step %d, %.1f global steps/s", self.name, gs, rate)
+            self._last = (now, gs)
+
+
+class BarrierOnChiefHook(SessionHook):
+    """The chief starts training only when every reporting task has its session.
+
+    Each non-chief enqueues its reporter index into a queue on /job:ps/task:0 once its session
+    exists; the chief (in after_create_session, i.e. after it initialised the variables the
+    others wait for) dequeues until it has seen every index.  Without it, async workers that
+    start late miss the first steps; with it, a worker that never comes raises BarrierTimeout
+    on the chief after `timeout_s` instead of training on with fewer workers.
+    """
+
+    QUEUE_NAME = "barrier_queue"
+
+    def __init__(self, n_workers: int, worker_index: int, is_chief: bool, timeout_s: float = 300.0,
+                 poll_ms: int = 500):
+        self.n_workers = _positive_int("n_workers", n_workers)
+        if isinstance(worker_index, bool) or not isinstance(worker_index, int) or not 0 <= worker_index < n_workers:
+            raise UsageError(bad_value("worker_index", worker_index, f"an int in [0, {n_workers - 1}]"))
+        if not timeout_s > 0:
+            raise UsageError(bad_value("timeout_s", timeout_s, "a number of seconds > 0"))
+        self.worker_index, self.is_chief, self.timeout_s = worker_index, bool(is_chief), float(timeout_s)
+        self.poll_ms = _positive_int("poll_ms", poll_ms)
+        self.seen: set = set()
+        self._enqueue: Any = None
+        self._dequeue: Any = None
+
+    def begin(self) -> None:
+        import tensorflow as tf
+
+        with tf.compat.v1.device("/job:ps/task:0"):
+            q = tf.compat.v1.FIFOQueue(2 * self.n_workers, tf.int32, shapes=[[]],
+                                       shared_name=self.QUEUE_NAME, name=self.QUEUE_NAME)
+            self._enqueue = q.enqueue(tf.constant(self.worker_index, tf.int32))
+            self._dequeue = q.dequeue()
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        if not self.is_chief:
+            session.run(self._enqueue)
+            return
+        import tensorflow as tf
+
+        wanted = set(range(self.n_workers)) - {self.worker_index}
+        deadline = time.monotonic() + self.timeout_s
+        options = tf.compat.v1.RunOptions(timeout_in_ms=self.poll_ms)
+        while not wanted <= self.seen:
+            if time.monotonic() > deadline:
+                missing = sorted(wanted - self.seen)
+                raise BarrierTimeout(bad_value("BarrierOnChiefHook timeout_s", self.timeout_s,
+                                               f"all {self.n_workers} workers up; still missing "
+                                               f"reporter indices {missing}"))
+            try:
+                self.seen.add(int(session.run(self._dequeue, options=options)))
+            except tf.errors.DeadlineExceededError:
+                continue
+        log.info("chief: all %d workers are up, training starts", self.n_workers)

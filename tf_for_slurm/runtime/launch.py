@@ -1,0 +1,173 @@
+"""`launch(train_fn)`: one entry point for every task of a TF1-style ps/worker cluster.
+
+    import sys
+    from tf_for_slurm.runtime import launch
+    sys.exit(launch(train, tasks=["ps", "worker", "worker"]))
+
+- ps: starts its server and waits for the workers' done reports (`wait_for_workers`), then
+  returns the status: 0, or non-zero when a worker died or failed.
+- chief / worker: starts its server and calls `train_fn(ctx)` with a `TrainContext`, then
+  reports done (also when `train_fn` raises: the exception is re-raised after the report).
+- evaluator: starts its server (device filters: ps + itself), calls `train_fn(ctx)` and does
+  not report: the ps does not wait for it, so it should evaluate from checkpoints.
+
+Who is chief: the task with role 'chief' when the plan has one; otherwise worker 0 (the seeds'
+`is_chief = task_index == 0`).  Exactly one task has `ctx.is_chief`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from ..errors import UsageError, bad_value
+from ..plan import ClusterPlan
+from .done_queue import report_done, reporter_index, reporter_tasks
+from .hooks import BarrierOnChiefHook, PrintStepHook
+from .ps_wait import wait_for_workers
+from .server import device_filters, session_config, start_server
+
+log = logging.getLogger(__name__)
+
+
+def chief_of(plan: ClusterPlan) -> Any:
+    """The Task that initialises variables and writes checkpoints: 'chief' if any, else worker 0."""
+    chiefs = plan.tasks_with_role("chief")
+    if len(chiefs) > 1:
+        raise UsageError(bad_value("number of chief tasks", len(chiefs), "at most 1"))
+    if chiefs:
+        return chiefs[0]
+    workers = sorted(plan.tasks_with_role("worker"), key=lambda t: t.index)
+    if not workers:
+        raise UsageError(bad_value("roles", [t.role for t in plan.tasks], "at least one 'worker' or 'chief'"))
+    return workers[0]
+
+
+@dataclass(frozen=True)
+class TrainContext:
+    """What a training function needs to know about its place in the cluster."""
+
+    server: Any  # tf.distribute.Server
+    plan: ClusterPlan
+    job_type: str
+    task_index: int
+    is_chief: bool
+    num_workers: int  # tasks that train and report: chief (if any) + workers
+    num_ps: int
+    hooks: tuple  # hooks launch recommends (barrier, step printing); add your own
+    session_config: Any = None  # ConfigProto with this task's device filters / GPU options
+
+    @property
+    def target(self) -> str:
+        return self.server.target
+
+    def device_setter(self, **kwargs: Any) -> Any:
+        """`replica_device_setter` for this task (use with `tf.compat.v1.device`, not `tf.device`)."""
+        import tensorflow as tf
+
+        kwargs.setdefault("worker_device", f"/job:{self.job_type}/task:{self.task_index}")
+        kwargs.setdefault("cluster", tf.train.ClusterSpec(self.plan.server_dictionary()))
+        return tf.compat.v1.train.replica_device_setter(**kwargs)
+
+    def monitored_session(self, hooks: Sequence[Any] = (), *, stop_grace_period_secs: float = 2.0,
+                          recovery_wait_secs: float = 0.5, **kwargs: Any) -> Any:
+        """A MonitoredTrainingSession wired to this task.
+
+        Differences from calling it yourself: the context's hooks and session config are added,
+        `stop_grace_period_secs` is short (SyncReplicasOptimizer's chief otherwise waits 120 s
+        in close), and a non-chief polls for the chief's initialisation every
+        `recovery_wait_secs` instead of TensorFlow's fixed 30 s.
+        """
+        import tensorflow as tf
+
+        all_hooks = list(self.hooks) + list(hooks)
+        config = kwargs.pop("config", self.session_config)
+        if self.is_chief:
+            return tf.compat.v1.train.MonitoredTrainingSession(
+                master=self.target, is_chief=True, hooks=all_hooks, config=config,
+                stop_grace_period_secs=stop_grace_period_secs, **kwargs)
+        unsupported = set(kwargs) - {"scaffold", "max_wait_secs"}
+        if unsupported:  # chief-only options (checkpoints, summaries) make no sense here
+            log.debug("non-chief ignores MonitoredTrainingSession options %s", sorted(unsupported))
+        creator = _fast_worker_session_creator(
+            scaffold=kwargs.get("scaffold"), master=self.target, config=config,
+            max_wait_secs=kwargs.get("max_wait_secs", 7200), recovery_wait_secs=recovery_wait_secs)
+        return tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks,
+                                                   stop_grace_period_secs=stop_grace_period_secs)
+
+
+def _fast_worker_session_creator(scaffold: Any, master: str, config: Any, max_wait_secs: float,
+                                 recovery_wait_secs: float) -> Any:
+    import tensorflow as tf
+    from tensorflow.python.training import session_manager as sm
+
+    class _Creator(tf.compat.v1.train.WorkerSessionCreator):
+        def _get_session_manager(self) -> Any:  # same as TF's, plus recovery_wait_secs
+            if self._session_manager:
+                return self._session_manager
+            self._session_manager = sm.SessionManager(
+                local_init_op=self._scaffold.local_init_op,
+                local_init_feed_dict=self._scaffold.local_init_feed_dict,
+                ready_op=self._scaffold.ready_op,
+                ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+                graph=tf.compat.v1.get_default_graph(),
+                recovery_wait_secs=recovery_wait_secs)
+            return self._session_manager
+
+    return _Creator(scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs)
+
+
+def _context(server: Any, plan: ClusterPlan, gpu_memory_fraction: Optional[float], barrier: bool,
+             barrier_timeout: float, print_every_n_steps: Optional[int]) -> TrainContext:
+    me = plan.me
+    chief = chief_of(plan)
+    n_reporters = len(reporter_tasks(plan))
+    hooks: list = []
+    if barrier and me.role != "evaluator" and plan.count("ps"):
+        hooks.append(BarrierOnChiefHook(n_reporters, reporter_index(plan), me.rank == chief.rank,
+                                        timeout_s=barrier_timeout))
+    if print_every_n_steps:
+        hooks.append(PrintStepHook(print_every_n_steps, name=f"{me.role}:{me.index}"))
+    return TrainContext(server=server, plan=plan, job_type=me.role, task_index=me.index,
+                        is_chief=me.rank == chief.rank, num_workers=n_reporters,
+                        num_ps=plan.count("ps"), hooks=tuple(hooks),
+                        session_config=session_config(plan, gpu_memory_fraction=gpu_memory_fraction))
+
+
+def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[str]] = None,
+           ps: Optional[int] = None, plan: Optional[ClusterPlan] = None,
+           gpu_memory_fraction: Optional[float] = None, liveness_timeout: float = 5.0,
+           startup_grace: float = 120.0, timeout: Optional[float] = None, barrier: bool = False,
+           barrier_timeout: float = 300.0, print_every_n_steps: Optional[int] = None,
+           report_timeout: float = 30.0) -> int:
+    """Run this task's part of the cluster; return its exit status (callers `sys.exit` it)."""
+    if not callable(train_fn):
+        raise UsageError(bad_value("train_fn", train_fn, "a callable taking a TrainContext"))
+    if plan is None:
+        from .. import plan_from_env  # written alongside; imported lazily on purpose
+
+        plan = plan_from_env(tasks=tasks, ps=ps)
+    elif tasks is not None or ps is not None:
+        raise UsageError(bad_value("tasks/ps", (tasks, ps), "None when plan= is given"))
+    me = plan.me
+    if me.role != "evaluator":
+        chief_of(plan)  # reject plans without worker/chief before starting anything
+    server = start_server(plan, gpu_memory_fraction=gpu_memory_fraction)
+    if me.role == "ps":
+        return wait_for_workers(server, plan, liveness_timeout=liveness_timeout,
+                                startup_grace=startup_grace, timeout=timeout)
+    ctx = _context(server, plan, gpu_memory_fraction, barrier, barrier_timeout, print_every_n_steps)
+    if me.role == "evaluator" or not ctx.num_ps:
+        train_fn(ctx)
+        return 0
+    idx = reporter_index(plan)
+    report = dict(device_filters=device_filters(plan), timeout_s=report_timeout)
+    try:
+        train_fn(ctx)
+    except BaseException:
+        log.error("%s:%d training raised; reporting the failure to the ps", me.role, me.index)
+        report_done(server.target, ctx.num_ps, ctx.num_workers, idx, failed=True, **report)
+        raise
+    report_done(server.target, ctx.num_ps, ctx.num_workers, idx, failed=False, **report)
+    return 0

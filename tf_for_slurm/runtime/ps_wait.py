@@ -1,0 +1,158 @@
+"""The ps wait: what a parameter server does instead of `server.join()`.
+
+It dequeues reports from its done queue with a short deadline; between tries it probes the
+ports of the tasks that have not reported.  Outcomes (exit statuses for `sys.exit`):
+
+- EXIT_OK (0): every chief/worker reported success.
+- EXIT_WORKER_LOST (1): a task that was up stopped accepting TCP connections without reporting,
+  a task never came up within `startup_grace`, or (fail_fast) a task reported that its
+  training raised.  The ERROR log line names the tasks and their addresses.
+- EXIT_TIMEOUT (3): the overall `timeout` passed first.
+
+A task counts as down only when its port has refused connections for `liveness_timeout / 2`
+seconds in a row, so one slow accept does not end a healthy job; a final drain of the queue
+before declaring anyone dead catches a report enqueued just before the task exited.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional
+
+from ..errors import UsageError, bad_value
+from ..liveness import port_accepts
+from ..plan import ClusterPlan
+from .done_queue import create_done_queue, decode_done, reporter_tasks
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_WORKER_LOST = 1
+EXIT_TIMEOUT = 3
+
+
+def _seconds(name: str, value: Any, allow_none: bool = False) -> Optional[float]:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UsageError(bad_value(name, value, "a number of seconds > 0" + (" or None" if allow_none else "")))
+    return float(value)
+
+
+def _describe(tasks: list) -> str:
+    return ", ".join(f"{t.role}:{t.index} at {t.address}" for t in tasks)
+
+
+def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5.0,
+                     startup_grace: float = 120.0, timeout: Optional[float] = None, *,
+                     fail_fast: bool = True,
+                     probe: Callable[[str, int, float], bool] = port_accepts) -> int:
+    """Block until every chief/worker reported done (0) or one is lost/failed (non-zero)."""
+    liveness_timeout = _seconds("liveness_timeout", liveness_timeout)
+    startup_grace = _seconds("startup_grace", startup_grace)
+    timeout = _seconds("timeout", timeout, allow_none=True)
+    me = plan.me
+    if me.role != "ps":
+        raise UsageError(bad_value("plan.me.role", me.role, "'ps' (only a ps waits for workers)"))
+    reporters = reporter_tasks(plan)
+    if not reporters:
+        log.warning("ps:%d has no chief/worker to wait for; exiting", me.index)
+        return EXIT_OK
+
+    import tensorflow as tf
+
+    poll_ms = int(1000 * min(0.5, max(0.05, liveness_timeout / 10)))
+    probe_timeout = min(0.5, max(0.05, liveness_timeout / 10))
+    dead_after = liveness_timeout / 2
+    graph = tf.Graph()
+    with graph.as_default():
+        dequeue = create_done_queue(me.index, len(reporters)).dequeue()
+    config = tf.compat.v1.ConfigProto(device_filters=[f"/job:ps/task:{me.index}"])
+    start = time.monotonic()
+    done: dict = {}  # reporter index -> failed?
+    seen_up: set = set()
+    down_since: dict = {}
+
+    def take(value: int) -> Optional[int]:
+        idx, failed = decode_done(value)
+        if not 0 <= idx < len(reporters):
+            log.warning("ps:%d ignores done report %d: expected a reporter index 0..%d",
+                        me.index, value, len(reporters) - 1)
+            return None
+        if idx in done:
+            log.debug("ps:%d duplicate report from %s", me.index, _describe([reporters[idx]]))
+        done[idx] = done.get(idx, False) or failed
+        log.info("ps:%d %s reported done%s (%d/%d)", me.index, _describe([reporters[idx]]),
+                 " after its training FAILED" if failed else "", len(done), len(reporters))
+        if failed and fail_fast:
+            log.error("ps:%d exiting: %s reported that its training failed", me.index,
+                      _describe([reporters[idx]]))
+            return EXIT_WORKER_LOST
+        if len(done) == len(reporters):
+            failed_tasks = [reporters[i] for i, f in sorted(done.items()) if f]
+            if failed_tasks:
+                log.error("ps:%d all tasks reported, but training failed on: %s", me.index,
+                          _describe(failed_tasks))
+                return EXIT_WORKER_LOST
+            log.info("ps:%d every chief/worker reported done; exiting", me.index)
+            return EXIT_OK
+        return None
+
+    with tf.compat.v1.Session(server.target, graph=graph, config=config) as sess, \
+            ThreadPoolExecutor(max_workers=min(16, len(reporters))) as pool:
+        options = tf.compat.v1.RunOptions(timeout_in_ms=poll_ms)
+
+        def try_dequeue() -> Optional[int]:
+            try:
+                return int(sess.run(dequeue, options=options))
+            except tf.errors.DeadlineExceededError:
+                return None
+
+        while True:
+            value = try_dequeue()
+            if value is not None:
+                status = take(value)
+                if status is not None:
+                    return status
+                continue
+            now = time.monotonic()
+            if timeout is not None and now - start > timeout:
+                missing = [t for i, t in enumerate(reporters) if i not in done]
+                log.error("ps:%d timeout=%.1fs passed; still waiting for: %s", me.index, timeout,
+                          _describe(missing))
+                return EXIT_TIMEOUT
+            pending = [(i, t) for i, t in enumerate(reporters) if i not in done]
+            ups = list(pool.map(lambda it: probe(it[1].host, it[1].port, probe_timeout), pending))
+            now = time.monotonic()
+            lost, never = [], []
+            for (i, t), up in zip(pending, ups):
+                if up:
+                    seen_up.add(i)
+                    down_since.pop(i, None)
+                elif i in seen_up:
+                    since = down_since.setdefault(i, now)
+                    if now - since >= dead_after:
+                        lost.append(i)
+                elif now - start >= startup_grace:
+                    never.append(i)
+            if not (lost or never):
+                continue
+            # Last chance: a report enqueued just before its task exited.
+            while (value := try_dequeue()) is not None:
+                status = take(value)
+                if status is not None:
+                    return status
+            lost = [reporters[i] for i in lost if i not in done]
+            never = [reporters[i] for i in never if i not in done]
+            if not (lost or never):
+                continue
+            if lost:
+                log.error("ps:%d lost %s: port closed for %.1fs without a done report (worker died?)",
+                          me.index, _describe(lost), time.monotonic() - min(down_since[reporters.index(t)]
+                                                                            for t in lost))
+            if never:
+                log.error("ps:%d %s never came up within startup_grace=%.1fs", me.index,
+                          _describe(never), startup_grace)
+            return EXIT_WORKER_LOST

@@ -1,0 +1,127 @@
+"""Start this task's TensorFlow server from a ClusterPlan.
+
+Three things must be right before `tf.distribute.Server` exists, or they cannot be fixed later:
+GPU visibility (CUDA reads CUDA_VISIBLE_DEVICES once, when TensorFlow first touches devices),
+device filters (without them a worker's session waits for every other worker), and the port
+(a taken port otherwise surfaces as TensorFlow's opaque "Could not start gRPC server").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+from typing import Any, MutableMapping, Optional
+
+from ..errors import PlanError, UsageError, bad_value
+from ..gpus import bound_per_task, pick_gpu_source, visible_devices_for
+from ..plan import ClusterPlan, Task
+
+log = logging.getLogger(__name__)
+
+
+def device_filters(plan: ClusterPlan, task: Optional[Task] = None) -> list:
+    """Devices a task's sessions may see.
+
+    A worker/chief/evaluator sees the ps job and itself, so it never waits for (or dies with)
+    another worker.  A ps sees only itself: its one session is the done-queue wait, which must
+    keep working while workers come and go.
+    """
+    t = plan.me if task is None else task
+    own = f"/job:{t.role}/task:{t.index}"
+    if t.role == "ps":
+        return [own]
+    return ["/job:ps", own] if plan.count("ps") else [own]
+
+
+def _check_fraction(gpu_memory_fraction: Optional[float]) -> None:
+    if gpu_memory_fraction is None:
+        return
+    if (isinstance(gpu_memory_fraction, bool) or not isinstance(gpu_memory_fraction, (int, float))
+            or not 0.0 < float(gpu_memory_fraction) <= 1.0):
+        raise UsageError(bad_value("gpu_memory_fraction", gpu_memory_fraction, "a number in (0, 1]"))
+
+
+def session_config(plan: ClusterPlan, *, task: Optional[Task] = None,
+                   gpu_memory_fraction: Optional[float] = None,
+                   operation_timeout_ms: Optional[int] = None) -> Any:
+    """The `tf.compat.v1.ConfigProto` this task's server and sessions should use."""
+    _check_fraction(gpu_memory_fraction)
+    import tensorflow as tf
+
+    t = plan.me if task is None else task
+    config = tf.compat.v1.ConfigProto(device_filters=device_filters(plan, t))
+    if t.role == "ps":
+        config.device_count["GPU"] = 0
+    elif gpu_memory_fraction is not None:
+        config.gpu_options.per_process_gpu_memory_fraction = float(gpu_memory_fraction)
+    if operation_timeout_ms is not None:
+        config.operation_timeout_in_ms = int(operation_timeout_ms)
+    return config
+
+
+def configure_gpus(plan: ClusterPlan, environ: Optional[MutableMapping[str, str]] = None) -> str:
+    """Set CUDA_VISIBLE_DEVICES for this task (ps: none; others: their share of the node's GPUs).
+
+    Must run before TensorFlow initialises its devices; returns the value set.
+    """
+    env = os.environ if environ is None else environ
+    me = plan.me
+    cuda = env.get("CUDA_VISIBLE_DEVICES")
+    step = env.get("SLURM_STEP_GPUS")
+    if me.role == "ps":
+        value = ""
+    elif bound_per_task(cuda, step):
+        value = cuda.strip()  # Slurm split the GPUs per task already
+    else:
+        pool = pick_gpu_source(cuda, me.gpus, step)
+        value = visible_devices_for(plan.tasks, me.rank, pool)
+    if "tensorflow" in sys.modules and env.get("CUDA_VISIBLE_DEVICES") != value and env is os.environ:
+        log.warning("TensorFlow was imported before start_server: CUDA_VISIBLE_DEVICES=%r may come "
+                    "too late if GPUs were already initialised", value)
+    env["CUDA_VISIBLE_DEVICES"] = value
+    log.info("%s:%d sees GPUs CUDA_VISIBLE_DEVICES=%r", me.role, me.index, value)
+    return value
+
+
+def _port_error(task: Task, why: str) -> PlanError:
+    return PlanError(bad_value(f"port of task {task.role}:{task.index} (rank {task.rank}, {task.address})",
+                               task.port, f"a free TCP port on this host ({why})"))
+
+
+def check_port_free(task: Task) -> None:
+    """Raise PlanError naming the port and the task when the port is already listened on.
+
+    TensorFlow listens on 0.0.0.0 with SO_REUSEADDR, so this probe binds the same way: a port
+    in TIME_WAIT passes, a port another server listens on fails.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", task.port))
+        except OSError as exc:
+            raise _port_error(task, f"bind failed: {exc.strerror or exc}") from None
+
+
+def start_server(plan: ClusterPlan, gpu_memory_fraction: Optional[float] = None) -> Any:
+    """Start and return this task's `tf.distribute.Server` (GPU env, filters, port checked)."""
+    _check_fraction(gpu_memory_fraction)
+    me = plan.me
+    if not 0 < me.port < 65536:
+        raise PlanError(bad_value(f"port of task {me.role}:{me.index}", me.port, "1..65535"))
+    configure_gpus(plan)
+    check_port_free(me)
+    import tensorflow as tf
+
+    config = session_config(plan, gpu_memory_fraction=gpu_memory_fraction)
+    cluster = tf.train.ClusterSpec(plan.server_dictionary())
+    try:
+        server = tf.distribute.Server(cluster, job_name=me.role, task_index=me.index, config=config,
+                                      start=True)
+    except tf.errors.UnknownError as exc:
+        if "Could not start gRPC server" in str(exc):
+            raise _port_error(me, "TensorFlow could not start its gRPC server there") from None
+        raise
+    log.info("started %s:%d at %s (target %s)", me.role, me.index, me.address, server.target)
+    return server
