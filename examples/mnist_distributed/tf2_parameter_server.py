@@ -1,0 +1,105 @@
+"""MNIST with ParameterServerStrategy: a coordinator (chief) schedules steps on workers; variables
+live on the parameter servers; updates are asynchronous.
+
+    tf-slurm local -n 4 -- python examples/mnist_distributed/tf2_parameter_server.py \\
+        --data_dir DIR --ps 1 --workers 2
+
+The task list is chief, then `--ps` parameter servers, then `--workers` workers (one role per Slurm
+task, in rank order); `tf_for_slurm.runtime.tf2.run_parameter_server_strategy` runs the chief's
+training function and makes every ps/worker server exit (0) once the chief is done, or exit
+non-zero if the chief dies, so the Slurm step ends either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+from tf2_common import MLP, common_flags, heldout_accuracy, loss_fn, tf, write_metrics
+
+from mnist_data import load_mnist
+from tf_for_slurm import plan_from_env
+from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value
+from tf_for_slurm.runtime.tf2 import run_parameter_server_strategy
+
+log = logging.getLogger("tf2_parameter_server")
+
+
+def make_train_fn(args, data):
+    """The coordinator's program: build variables on the ps, schedule steps, evaluate."""
+
+    def train(strategy, plan) -> None:
+        images = (data.train_images * 255).astype("uint8")  # 4x smaller to ship to each worker
+        labels = data.train_labels
+
+        def dataset_fn(input_context):
+            ds = tf.data.Dataset.from_tensor_slices((images, labels))
+            ds = ds.shuffle(len(labels), seed=input_context.input_pipeline_id if input_context else 0)
+            ds = ds.repeat().batch(args.batch_size, drop_remainder=True)
+            return ds.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y)).prefetch(2)
+
+        with strategy.scope():
+            model = MLP()
+        lr = tf.constant(args.learning_rate)
+        coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        per_worker = coordinator.create_per_worker_dataset(
+            lambda: strategy.distribute_datasets_from_function(dataset_fn))
+        iterator = iter(per_worker)
+
+        @tf.function
+        def step_fn(it):
+            def replica_step(x, y):
+                with tf.GradientTape() as tape:
+                    loss = loss_fn(model, x, y)
+                for v, g in zip(model.params, tape.gradient(loss, model.params)):
+                    v.assign_sub(lr * g)  # lands on the ps that holds v, asynchronously
+                return loss
+
+            x, y = next(it)
+            return strategy.run(replica_step, args=(x, y))
+
+        t0 = time.time()
+        loss = None
+        for step in range(1, args.Iterations + 1):
+            loss = coordinator.schedule(step_fn, args=(iterator,))
+            if step % 100 == 0:
+                coordinator.join()
+                log.info("step %d: loss %.4f", step, float(loss.fetch()))
+        coordinator.join()
+        acc = heldout_accuracy(model, data.heldout_images, data.heldout_labels)
+        n_workers = plan.count("worker")
+        print(f"held-out accuracy: {acc:.4f} on {len(data.heldout_labels)} examples after "
+              f"{args.Iterations} steps (ParameterServerStrategy, {plan.count('ps')} ps, "
+              f"{n_workers} workers, {time.time() - t0:.1f} s)", flush=True)
+        if args.model_dir:
+            write_metrics(args.model_dir, {"accuracy": acc, "heldout_examples": len(data.heldout_labels),
+                                           "steps": args.Iterations, "workers": n_workers,
+                                           "strategy": "ParameterServerStrategy"})
+
+    return train
+
+
+def main(argv=None) -> int:
+    parser = common_flags(__doc__.splitlines()[0])
+    parser.add_argument("--ps", type=int, default=1, help="number of parameter servers")
+    parser.add_argument("--workers", type=int, default=2, help="number of workers")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    tf.get_logger().setLevel(logging.WARNING)
+    if args.ps < 1:
+        raise UsageError(bad_value("--ps", args.ps, "at least 1 parameter server"))
+    if args.workers < 1:
+        raise UsageError(bad_value("--workers", args.workers, "at least 1 worker"))
+    tasks = ["chief"] + ["ps"] * args.ps + ["worker"] * args.workers
+    plan = plan_from_env(tasks=tasks)  # checks 1 + ps + workers == the step's task count
+    data = load_mnist(args.data_dir) if plan.me.role == "chief" else None  # only the chief reads
+    return run_parameter_server_strategy(make_train_fn(args, data), plan)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except TfSlurmError as e:
+        print(f"tf2_parameter_server.py: error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
