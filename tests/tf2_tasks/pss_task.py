@@ -61,7 +61,8 @@ def main() -> int:
         losses = [coordinator.schedule(step) for _ in range(args.steps)]
         coordinator.join()
         if args.mode == "hang":
-            open(os.path.join(args.out, "ready"), "w").close()
+            with open(os.path.join(args.out, "ready"), "w") as f:
+                f.write(str(time.time()))
             threading.Event().wait()  # until SIGKILLed by the test
         if args.mode == "fail":
             raise RuntimeError("train_fn failed on purpose")
@@ -69,7 +70,7 @@ def main() -> int:
         with open(os.path.join(args.out, "chief.json"), "w") as f:
             json.dump({"first_loss": values[0], "last_loss": values[-1], "steps": len(values),
                        "w": np.asarray(w.numpy()).ravel().tolist(), "b": float(b.numpy()),
-                       "w_device": w.device}, f)
+                       "w_device": w.device, "end_time": time.time()}, f)
 
     status = 99
     try:

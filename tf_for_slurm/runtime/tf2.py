@@ -47,7 +47,10 @@ EXIT_COORDINATOR_NEVER_SEEN = 4
 #: exit status the coordinator sends when its training function raised
 EXIT_TRAINING_FAILED = 1
 
-_QUEUE_CAPACITY = 4  # > 1 so a repeated shutdown never blocks on a full queue
+_QUEUE_CAPACITY = 4  # room for the hello, the status and a repeated shutdown
+#: queue value meaning "the coordinator is up" (statuses are 0..255): a server that got it knows
+#: the coordinator existed even if it dies before a TCP probe ever saw its port open
+_HELLO = -1
 _QUEUE_PREFIX = "tf_slurm_tf2_done"
 
 
@@ -185,7 +188,13 @@ def parameter_server_strategy(plan: Optional[ClusterPlan] = None, variable_parti
         spec, task_type="chief", task_id=0, rpc_layer="grpc")
     _wait_for_ports(plan.tasks_with_role("ps") + plan.tasks_with_role("worker"), wait_timeout)
     log.info("ParameterServerStrategy: coordinator %s over %s", chief.address, spec.as_dict())
-    return tf.distribute.experimental.ParameterServerStrategy(resolver, variable_partitioner=variable_partitioner)
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver,
+                                                                   variable_partitioner=variable_partitioner)
+    # Tell every server the coordinator is up, so that from now on its death counts as a failure.
+    for name, outcome in _enqueue_all(plan, _HELLO, timeout=10.0).items():
+        if outcome != "ok":
+            log.warning("could not tell %s that the coordinator is up (%s)", name, outcome)
+    return strategy
 
 
 def _queue_name(task: Task) -> str:
@@ -221,9 +230,10 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
     """On a ps/worker task: run this task's server until the coordinator says done; return a status.
 
     Returns the status the coordinator enqueued (0 after a normal end). Returns
-    EXIT_COORDINATOR_LOST when the coordinator's port, once seen open, refuses TCP for
-    `liveness_timeout` s, and EXIT_COORDINATOR_NEVER_SEEN when it never opened within
-    `startup_timeout` s (the coordinator imports TensorFlow and builds the strategy first).
+    EXIT_COORDINATOR_LOST when the coordinator, once known to be up (its hello, enqueued by
+    `parameter_server_strategy`, or its port seen open), refuses TCP for `liveness_timeout` s;
+    and EXIT_COORDINATOR_NEVER_SEEN when it shows no sign of life within `startup_timeout` s
+    (it imports TensorFlow and waits for every server first, so this grace is long).
     A lost coordinator is detected within about poll + liveness_timeout + poll seconds.
     """
     liveness_timeout = _positive("liveness_timeout", liveness_timeout)
@@ -255,6 +265,10 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
             except tf.errors.DeadlineExceededError:
                 pass
             else:
+                if status == _HELLO:
+                    log.info("%s:%d: coordinator %s is up (it said hello)", me.role, me.index, coordinator.address)
+                    seen, down_since = True, None
+                    continue
                 log.info("%s:%d: coordinator %s said done (status %d)", me.role, me.index, coordinator.address,
                          status)
                 return status
@@ -281,7 +295,7 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
                 return EXIT_COORDINATOR_LOST
 
 
-def _tell_one(task: Task, status: int, timeout: float, results: dict) -> None:
+def _enqueue_one(task: Task, value: int, timeout: float, results: dict) -> None:
     try:
         if not port_accepts(task.host, task.port, timeout=min(1.0, timeout)):
             results[task.rank] = "not listening"
@@ -290,13 +304,27 @@ def _tell_one(task: Task, status: int, timeout: float, results: dict) -> None:
 
         graph = tf.Graph()
         with graph.as_default():
-            enqueue = _done_queue(tf, task).enqueue(tf.constant(status, tf.int32))
+            enqueue = _done_queue(tf, task).enqueue(tf.constant(value, tf.int32))
         with tf.compat.v1.Session(f"grpc://{task.address}", graph=graph,
                                   config=_session_config(task, timeout * 1000)) as sess:
             sess.run(enqueue)
         results[task.rank] = "ok"
     except Exception as exc:  # one unreachable task must not stop the others being told
         results[task.rank] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def _enqueue_all(plan: ClusterPlan, value: int, timeout: float) -> dict:
+    """Enqueue `value` into every ps/worker task's queue, in parallel, within about `timeout` s."""
+    targets = plan.tasks_with_role("ps") + plan.tasks_with_role("worker")
+    results: dict = {}
+    threads = [threading.Thread(target=_enqueue_one, args=(t, value, timeout, results), daemon=True,
+                                name=f"tf-slurm-enqueue-{t.role}{t.index}") for t in targets]
+    for th in threads:
+        th.start()
+    deadline = time.monotonic() + timeout + 1.0
+    for th in threads:  # daemon threads: one stuck in gRPC cannot keep the coordinator alive
+        th.join(max(0.0, deadline - time.monotonic()))
+    return {f"{t.role}:{t.index}": results.get(t.rank, f"no answer within {timeout} s") for t in targets}
 
 
 def shutdown_cluster(plan: Optional[ClusterPlan] = None, status: int = 0, timeout: float = 10.0) -> dict:
@@ -311,16 +339,7 @@ def shutdown_cluster(plan: Optional[ClusterPlan] = None, status: int = 0, timeou
         raise UsageError(bad_value("status", status, "an exit status int in [0, 255]"))
     plan = _plan_or_env(plan)
     _pss_check(plan)
-    targets = plan.tasks_with_role("ps") + plan.tasks_with_role("worker")
-    results: dict = {}
-    threads = [threading.Thread(target=_tell_one, args=(t, status, timeout, results), daemon=True,
-                                name=f"tf-slurm-shutdown-{t.role}{t.index}") for t in targets]
-    for th in threads:
-        th.start()
-    deadline = time.monotonic() + timeout + 1.0
-    for th in threads:
-        th.join(max(0.0, deadline - time.monotonic()))
-    report = {f"{t.role}:{t.index}": results.get(t.rank, f"no answer within {timeout} s") for t in targets}
+    report = _enqueue_all(plan, status, timeout)
     for name, outcome in report.items():
         if outcome == "ok":
             log.info("shutdown: %s told to exit with status %d", name, status)
