@@ -21,17 +21,16 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+import defaults
 from Hooks import ValidationHook, evaluate  # noqa: F401  (evaluate re-exported for scripts)
 from mnist_data import BatchSampler, MnistData
 
 log = logging.getLogger(__name__)
 v1 = tf.compat.v1
 
-# Defaults chosen so 1 ps + 2 async workers reach >= 0.95 held-out accuracy on the 2k held-out
-# split of the 10k MNIST test digits in well under two minutes on two cores.
-DEFAULT_BATCH_SIZE = 64
-DEFAULT_ITERATIONS = 800
-DEFAULT_LEARNING_RATE = 2e-3
+DEFAULT_BATCH_SIZE = defaults.BATCH_SIZE
+DEFAULT_ITERATIONS = defaults.ITERATIONS
+DEFAULT_LEARNING_RATE = defaults.LEARNING_RATE
 
 
 def _weight(name: str, shape: Sequence[int]) -> tf.Variable:
@@ -91,6 +90,7 @@ def DistributedTrain(server, cluster: dict, job_type: str, task_index: int, *,
                      sync: bool = False,
                      is_chief: Optional[bool] = None,
                      hooks: Sequence = (),
+                     config: Optional[v1.ConfigProto] = None,
                      eval_every: int = 0,
                      checkpoint_every: int = 500,
                      stop_grace_period_secs: int = 2) -> dict:
@@ -98,7 +98,8 @@ def DistributedTrain(server, cluster: dict, job_type: str, task_index: int, *,
 
     `iterations` is the global-step TARGET, not a count for this run: a rerun on the same
     `model_dir` restores the last checkpoint and continues up to the new target.  `hooks` come
-    from the launcher (e.g. the done-queue hook) and are added to the session's hooks.
+    from the launcher (e.g. a start barrier) and are added to the session's hooks; `config` is
+    the session ConfigProto (default: device filters so workers never depend on each other).
     """
     if iterations <= 0:
         raise ValueError(f"iterations={iterations}: expected a positive global-step target")
@@ -106,7 +107,8 @@ def DistributedTrain(server, cluster: dict, job_type: str, task_index: int, *,
         is_chief = job_type == "chief" or ("chief" not in cluster and task_index == 0)
     trainers = len(cluster.get("worker", ())) + len(cluster.get("chief", ()))
     me = f"/job:{job_type}/task:{task_index}"
-    config = v1.ConfigProto(device_filters=["/job:ps", me], allow_soft_placement=True)
+    if config is None:
+        config = v1.ConfigProto(device_filters=["/job:ps", me], allow_soft_placement=True)
     result: dict = {"job_type": job_type, "task_index": task_index, "is_chief": is_chief,
                     "mode": "sync" if sync else "async"}
 

@@ -163,10 +163,10 @@ def load_mnist(data_dir: str, heldout: int = 2000, seed: int = 0) -> MnistData:
                  "%d train / %d held-out (seed %d)", data_dir, x.shape[0], tx.shape[0],
                  hx.shape[0], seed)
     else:
-        present = sorted(os.listdir(data_dir))[:8]
         raise UsageError(f"--data_dir={data_dir!r}: expected {TEST_IMAGES}[.gz] and "
-                         f"{TEST_LABELS}[.gz] (and optionally the train-* files); found "
-                         f"{present or 'nothing'}; use --download on a machine with internet")
+                         f"{TEST_LABELS}[.gz] (and optionally the train-* files), found neither pair "
+                         f"among its {len(os.listdir(data_dir))} entries; use --download on a "
+                         "machine with internet")
     return MnistData(_as_float(tx), ty.astype(np.int64), _as_float(hx), hy.astype(np.int64), source)
 
 
@@ -182,7 +182,8 @@ def download_mnist(data_dir: str, mirror: str = DEFAULT_MIRROR, timeout: float =
     """Fetch the four standard gzip files into `data_dir`, verifying each md5.
 
     Files already present with the right md5 are kept.  Each file is written under a temporary
-    name and renamed only once verified, so an interrupted download never looks like data.
+    name and renamed only once verified, so an interrupted download never looks like data and
+    several tasks of one job can download into the same shared folder at once.
     Offline this fails at once with one line naming the mirror and the reason.
     """
     os.makedirs(data_dir, exist_ok=True)
@@ -193,7 +194,7 @@ def download_mnist(data_dir: str, mirror: str = DEFAULT_MIRROR, timeout: float =
             done.append(dest)
             continue
         url = mirror.rstrip("/") + "/" + name
-        tmp = dest + ".part"
+        tmp = f"{dest}.part{os.getpid()}"  # every task of a job may download at once
         try:
             with urllib.request.urlopen(url, timeout=timeout) as r, open(tmp, "wb") as f:
                 while True:

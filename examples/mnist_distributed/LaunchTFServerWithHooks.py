@@ -1,0 +1,135 @@
+"""Start this Slurm task's TensorFlow server (ps or worker) and train the MNIST CNN on the workers.
+
+    srun -n 3 python LaunchTFServerWithHooks.py --data_dir DIR --model_dir runs/mnist --ps 1 --workers 2
+    tf-slurm local -n 3 --ps 1 -- python examples/mnist_distributed/LaunchTFServerWithHooks.py \\
+        --data_dir /work/shared/data/mnist --model_dir runs/mnist --ps 1 --workers 2
+
+Every task runs this same script.  The ListOfTFTasks has one role per task of the step in rank
+order (node by node): the first `--ps` are parameter servers, the rest workers.  The library turns
+the step into the cluster (`ServerDictionary`), starts this task's server and:
+  - on a ps: waits until every worker reported done, then exits 0 (non-zero if a worker died);
+  - on a worker: calls `DistributedTrain` (worker 0 is the chief) and reports done afterwards.
+Only this file knows about the cluster; replace `train` below to distribute another model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+try:  # run from a checkout without installing the package
+    import tf_for_slurm  # noqa: F401
+except ImportError:  # pragma: no cover - depends on how the example is run
+    sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
+
+from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value  # noqa: E402
+
+log = logging.getLogger("LaunchTFServerWithHooks")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    from defaults import BATCH_SIZE, EVAL_EVERY, ITERATIONS, LEARNING_RATE  # no TensorFlow import
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data_dir", required=True, help="folder with the MNIST IDX files (plain or .gz)")
+    p.add_argument("--model_dir", required=True, help="checkpoints, TensorBoard summaries, metrics.json")
+    p.add_argument("--batch_size", type=int, default=BATCH_SIZE, help="per-worker batch size")
+    p.add_argument("--Iterations", type=int, default=ITERATIONS,
+                   help="global-step target; a rerun with a larger value resumes and continues")
+    p.add_argument("--ps", type=int, required=True, help="number of parameter servers (the first tasks)")
+    p.add_argument("--workers", type=int, required=True, help="number of workers (the other tasks)")
+    p.add_argument("--NoIB", action="store_true",
+                   help="address nodes by host name instead of their InfiniBand name "
+                        "(TF_SLURM_IB_TEMPLATE, default '{host}-ib'); an explicit TF_SLURM_ADDRESS "
+                        "policy overrides both")
+    p.add_argument("--sync", action="store_true",
+                   help="synchronous updates (SyncReplicasOptimizer) instead of asynchronous")
+    p.add_argument("--learning_rate", type=float, default=LEARNING_RATE, help="Adam learning rate")
+    p.add_argument("--eval_every", type=int, default=EVAL_EVERY,
+                   help="chief: held-out accuracy every N global steps (0: only at the end)")
+    p.add_argument("--download", action="store_true",
+                   help="fetch the standard MNIST files into --data_dir first (needs internet)")
+    return p.parse_args(argv)
+
+
+def list_of_tf_tasks(ps: int, workers: int, ntasks: int) -> list:
+    """['ps'] * ps + ['worker'] * workers, checked against the number of tasks in the step."""
+    if ps < 1:
+        raise UsageError(bad_value("--ps", ps, "at least 1 parameter server"))
+    if workers < 1:
+        raise UsageError(bad_value("--workers", workers, "at least 1 worker"))
+    if ps + workers != ntasks:
+        raise UsageError(f"--ps={ps} + --workers={workers} = {ps + workers}: expected the number of "
+                         f"tasks in the step ({ntasks}); e.g. srun -n {ps + workers} or "
+                         f"tf-slurm local -n {ps + workers}")
+    return ["ps"] * ps + ["worker"] * workers
+
+
+def _address_policy(no_ib: bool) -> str:
+    """InfiniBand names unless --NoIB, as GetServerDictionary(ListOfTFTasks, NoIB) does.
+
+    An explicit TF_SLURM_ADDRESS policy (a site's choice, or the local launcher's loopback
+    addresses) wins over both: it says how this cluster's nodes must be reached.
+    """
+    if os.environ.get("TF_SLURM_ADDRESS"):
+        return os.environ["TF_SLURM_ADDRESS"]
+    if no_ib:
+        return "hostname"
+    from tf_for_slurm.environment import ib_address
+
+    policy = ib_address(False)
+    return f"template:{policy.arg}"
+
+
+def main(argv=None) -> int:
+    # TensorFlow is imported only inside train(), after launch() started the server: the
+    # library sets CUDA_VISIBLE_DEVICES for this task first, and TF adds no second log handler.
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    from tf_for_slurm import plan_from_env, step_from_env
+
+    ntasks = step_from_env(os.environ).ntasks
+    tasks = list_of_tf_tasks(args.ps, args.workers, ntasks)
+    plan = plan_from_env(tasks=tasks, address=_address_policy(args.NoIB))
+    me = plan.me
+    log.info("task %d of %d: %s:%d at %s; cluster %s", me.rank, plan.size, me.role, me.index,
+             me.address, plan.server_dictionary())
+
+    data = None
+    if me.role != "ps":  # load (and validate) before the server starts: bad data fails fast
+        import mnist_data
+
+        if args.download:
+            mnist_data.download_mnist(args.data_dir)
+        data = mnist_data.load_mnist(args.data_dir)
+
+    def train(ctx) -> None:
+        from DeepMNIST_DistributedTRAIN import DistributedTrain
+
+        DistributedTrain(ctx.server, ctx.plan.server_dictionary(), ctx.job_type, ctx.task_index,
+                         data=data, model_dir=args.model_dir, batch_size=args.batch_size,
+                         iterations=args.Iterations, learning_rate=args.learning_rate,
+                         sync=args.sync, is_chief=ctx.is_chief, hooks=ctx.hooks,
+                         config=ctx.session_config, eval_every=args.eval_every)
+
+    from tf_for_slurm.runtime.launch import launch
+
+    status = launch(train, plan=plan)
+    if me.role == "ps":
+        if status == 0:
+            print(f"ps:{me.index}: all {args.workers} workers reported done; exiting cleanly (status 0)",
+                  flush=True)
+        else:
+            print(f"ps:{me.index}: exiting with status {status} (a worker died or failed)", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except TfSlurmError as e:
+        print(f"LaunchTFServerWithHooks.py: error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
