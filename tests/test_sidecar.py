@@ -358,3 +358,83 @@ def test_sidecar_port_taken_is_a_plan_error():
         with pytest.raises(PlanError) as err:
             sidecar.run_ps_with_sidecar(plan, ["true"], dict(os.environ))
     assert f"aux_port={plan.tasks[0].aux_port}" in str(err.value)
+
+
+# -- through the tf-slurm CLI: `tf-slurm local ... -- tf-slurm exec -- SCRIPT` --------------------
+
+def tf_slurm(*args: str) -> list:
+    return [PY, "-m", "tf_for_slurm", *args]
+
+
+def fake_script(*args: str) -> list:
+    """An unmodified TF_CONFIG script: serves on its TF_CONFIG port; the ps joins forever."""
+    return [PY, SERVER, "--tf-config", *args]
+
+
+@pytest.mark.timeout(120)
+def test_cli_unmodified_script_job_finishes_when_workers_do():
+    start = time.monotonic()
+    res = subprocess.run(tf_slurm("local", "-n", "4", "--nodes", "2", "--ps", "1", "--",
+                                  *tf_slurm("exec", "--sidecar-log-level", "INFO", "--",
+                                            *fake_script("--exit-after", "0.5"))),
+                         cwd=ROOT, capture_output=True, text=True, timeout=90)
+    took = time.monotonic() - start
+    assert res.returncode == 0, res.stderr
+    assert "0: ps-sidecar[ps:0] INFO: all 3 workers finished" in res.stderr
+    assert took < 60
+
+
+@pytest.mark.timeout(120)
+def test_cli_failing_worker_fails_the_job():
+    res = subprocess.run(tf_slurm("local", "-n", "3", "--ps", "1", "--", *tf_slurm("exec", "--",
+                                  *fake_script("--exit-after", "0.5", "--fail-worker", "1", "--code", "6"))),
+                         cwd=ROOT, capture_output=True, text=True, timeout=90)
+    assert res.returncode == 6, res.stderr
+    assert "task 2 exited with status 6" in res.stderr
+
+
+@pytest.mark.timeout(120)
+def test_cli_ctrl_c_ends_the_whole_stack(tmp_path):
+    pidfile = str(tmp_path / "cmd{rank}")
+    proc = subprocess.Popen(tf_slurm("local", "-n", "3", "--ps", "1", "--",
+                                     *tf_slurm("exec", "--", *fake_script("--pidfile", pidfile))),
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: all((tmp_path / f"cmd{r}").exists() for r in range(3)), 60, "all commands to start")
+        pids = [int((tmp_path / f"cmd{r}").read_text()) for r in range(3)]
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        rc, _, err = finish(proc, 30)
+        took = time.monotonic() - start
+    finally:
+        kill_all([proc])
+    assert rc == 130, err
+    assert took < 10, f"Ctrl-C took {took:.1f} s"
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
+
+
+def test_timings_come_from_the_environment_and_are_checked(tmp_path):
+    plan = make_plan(["ps", "worker"], my_rank=0)
+    env = {**os.environ, "TF_SLURM_SIDECAR_STARTUP_GRACE": "soon"}
+    with pytest.raises(UsageError) as err:
+        sidecar.run_ps_with_sidecar(plan, ["true"], env)
+    assert "TF_SLURM_SIDECAR_STARTUP_GRACE='soon'" in str(err.value)
+    with pytest.raises(UsageError) as err:
+        sidecar.run_ps_with_sidecar(plan, ["true"], dict(os.environ), report_grace=0)
+    assert "report_grace=0" in str(err.value)
+
+
+@pytest.mark.timeout(60)
+def test_startup_grace_from_the_environment_is_used():
+    plan = make_plan(["ps", "worker"])
+    ps = subprocess.Popen([PY, RUNNER, spec_of(plan, 0), "--", *server_cmd(plan.tasks[0])], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "TF_SLURM_SIDECAR_STARTUP_GRACE": "0.5",
+                               "TF_SLURM_SIDECAR_PROBE_INTERVAL": "0.1"})
+    try:
+        rc, _, err = finish(ps, 30)
+    finally:
+        kill_all([ps])
+    assert rc == 1
+    assert "within 0.5 s" in err

@@ -258,16 +258,36 @@ class _Watch:
         return f"{self.task.role} {self.task.index} ({self.task.address})"
 
 
+def _seconds(value: Optional[float], env: Mapping[str, str], name: str, default: float) -> float:
+    """A keyword value, else the environment variable `name`, else the default; must be > 0."""
+    source, raw = ("argument", value) if value is not None else (name, env.get(name))
+    if raw is None or raw == "":
+        return default
+    try:
+        seconds = float(raw)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds > 0:
+        shown = name if source == name else name.replace("TF_SLURM_SIDECAR_", "").lower()
+        raise UsageError(bad_value(shown, raw, "a number of seconds > 0"))
+    return seconds
+
+
 def run_ps_with_sidecar(plan, argv: list, env: dict, log_level: str = "WARNING", *,
-                        startup_grace: float = DEFAULT_STARTUP_GRACE, report_grace: float = DEFAULT_REPORT_GRACE,
-                        kill_grace: float = DEFAULT_KILL_GRACE,
-                        probe_interval: float = DEFAULT_PROBE_INTERVAL) -> int:
+                        startup_grace: Optional[float] = None, report_grace: Optional[float] = None,
+                        kill_grace: Optional[float] = None, probe_interval: Optional[float] = None) -> int:
     """Run this ps task's command under the sidecar; return the exit status the ps task should have.
 
     0: every worker/chief reported 0 and the ps was ended on purpose (or it exited 0 itself).
     1: a worker reported a failure, or died without reporting.  Otherwise: the ps command's own status.
+    Timings not given come from TF_SLURM_SIDECAR_STARTUP_GRACE / _REPORT_GRACE / _KILL_GRACE /
+    _PROBE_INTERVAL in `env` (seconds), else the module defaults.
     """
     level = check_log_level(log_level)
+    startup_grace = _seconds(startup_grace, env, "TF_SLURM_SIDECAR_STARTUP_GRACE", DEFAULT_STARTUP_GRACE)
+    report_grace = _seconds(report_grace, env, "TF_SLURM_SIDECAR_REPORT_GRACE", DEFAULT_REPORT_GRACE)
+    kill_grace = _seconds(kill_grace, env, "TF_SLURM_SIDECAR_KILL_GRACE", DEFAULT_KILL_GRACE)
+    probe_interval = _seconds(probe_interval, env, "TF_SLURM_SIDECAR_PROBE_INTERVAL", DEFAULT_PROBE_INTERVAL)
     me = plan.me
     if me.role != "ps":
         raise UsageError(bad_value("plan.me.role", me.role, "'ps' (workers and chiefs use run_and_report)"))
@@ -451,6 +471,10 @@ def run_and_report(plan, argv: list, env: dict) -> int:
         fwd.proc = _start_child(argv, env)
         status = _exit_status(fwd.proc.wait())
     log.info("%s:%d command exited with status %d", me.role, me.index, status)
-    if reports:
+    if reports and fwd.received is not None:
+        # the step is being torn down (Ctrl-C, scancel, the launcher ending tasks): the ps sidecars
+        # get the same signal, so a report would only wait for sidecars that are going away
+        log.info("not reporting: this task was ended by %s", signal.Signals(fwd.received).name)
+    elif reports:
         report_status(plan, status)
     return status
