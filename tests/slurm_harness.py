@@ -1,0 +1,164 @@
+"""pytest helpers for tests that run under a real Slurm 22.05 cluster on this machine.
+
+`slurm_cluster` (session fixture) starts `scripts/local_slurm.sh up` (3 emulated nodes x 4 CPUs)
+unless it is already up, and skips the test with the reason when Slurm cannot be installed or
+started. It stops the cluster at the end only if this session started it and no other pytest
+session still uses it (sessions register their pid under <dir>/users/). Set
+TF_SLURM_KEEP_CLUSTER=1 to leave it running for a faster next session.
+
+Every srun/sbatch goes through a timeout: a job that asks for more than exists pends forever.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "scripts" / "local_slurm.sh"
+PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else "python3"
+NODES = 3
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+            "BOOT_FAIL", "DEADLINE"}
+
+
+def _state_dir() -> Path:
+    return Path(os.environ.get("TF_SLURM_LOCAL_DIR", "/tmp/tf_for_slurm-slurm"))
+
+
+def parse_job(text: str) -> Dict[str, str]:
+    """`scontrol show job` text -> {Key: value} (first job only); tokens, never evaluated."""
+    out: Dict[str, str] = {}
+    keys = list(re.finditer(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_:/]*)=", text))
+    for i, m in enumerate(keys):
+        if m.group(1) == "JobId" and out:
+            break
+        end = keys[i + 1].start() if i + 1 < len(keys) else len(text)
+        out[m.group(1)] = text[m.end():end].strip()
+    return out
+
+
+@dataclass
+class SlurmCluster:
+    """A running local cluster: environment for its tools plus helpers that never hang."""
+
+    dir: Path
+    nodes: int
+    env: Dict[str, str] = field(default_factory=dict)
+
+    def run(self, argv: Sequence[str], timeout: float, env: Optional[Dict[str, str]] = None,
+            **kw) -> subprocess.CompletedProcess:
+        """Run a Slurm client command (srun, scontrol...) with the cluster's environment."""
+        return subprocess.run(list(argv), env={**self.env, **(env or {})}, capture_output=True, text=True,
+                              timeout=timeout, **kw)
+
+    def srun(self, args: Sequence[str], timeout: float, env: Optional[Dict[str, str]] = None,
+             **kw) -> subprocess.CompletedProcess:
+        """srun ARGS with a hard timeout; srun's own exit status is returned, output captured."""
+        return self.run(["srun", *args], timeout=timeout, env=env, **kw)
+
+    def sbatch_wait(self, args: Sequence[str], timeout: float, env: Optional[Dict[str, str]] = None,
+                    cwd: Optional[str] = None) -> tuple:
+        """`sbatch --wait --parsable ARGS` -> (job_id, sbatch exit status). On timeout the job is
+        cancelled and AssertionError raised (a regression must fail, not hang)."""
+        proc = subprocess.Popen(["sbatch", "--wait", "--parsable", *args], env={**self.env, **(env or {})},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            job = out.strip().split(";")[0] if out.strip() else ""
+            if job:
+                self.run(["scancel", job], timeout=30)
+            raise AssertionError(f"sbatch job {job or '?'} did not finish within {timeout} s: {err[-2000:]}")
+        job = out.strip().splitlines()[0].split(";")[0] if out.strip() else ""
+        assert job.isdigit(), f"sbatch printed no job id (rc={proc.returncode}): {out!r} {err[-2000:]!r}"
+        return job, proc.returncode
+
+    def show_job(self, job_id: str) -> Dict[str, str]:
+        res = self.run(["scontrol", "show", "job", str(job_id)], timeout=30)
+        assert res.returncode == 0, res.stderr
+        return parse_job(res.stdout)
+
+    def wait_job(self, job_id: str, timeout: float) -> Dict[str, str]:
+        """Poll `scontrol show job` until the job is in a terminal state (deadline: timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.show_job(job_id)
+            if info.get("JobState") in TERMINAL:
+                return info
+            if time.monotonic() > deadline:
+                self.run(["scancel", str(job_id)], timeout=30)
+                raise AssertionError(f"job {job_id} still {info.get('JobState')} after {timeout} s")
+            time.sleep(0.2)
+
+    def config(self) -> str:
+        return self.run(["scontrol", "show", "config"], timeout=30).stdout
+
+
+def _script(action: str, *extra: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), action, *extra], capture_output=True, text=True, timeout=timeout)
+
+
+def _live_users(users: Path) -> List[int]:
+    alive = []
+    for f in users.glob("*"):
+        try:
+            pid = int(f.name)
+            os.kill(pid, 0)
+            alive.append(pid)
+        except (ValueError, ProcessLookupError):
+            f.unlink(missing_ok=True)
+        except PermissionError:
+            alive.append(int(f.name))
+    return alive
+
+
+def start_cluster(nodes: int = NODES) -> tuple:
+    """(SlurmCluster, started_here) or pytest.skip with the reason."""
+    if shutil.which("bash") is None or not SCRIPT.exists():
+        pytest.skip(f"cannot run {SCRIPT}")
+    if os.geteuid() != 0 and shutil.which("slurmctld") is None:
+        pytest.skip("Slurm is not installed and installing it needs root")
+    try:
+        already = _script("status", timeout=60).returncode == 0
+    except subprocess.TimeoutExpired:
+        already = False
+    try:
+        res = _script("up", "--nodes", str(nodes), timeout=900)
+    except subprocess.TimeoutExpired:
+        pytest.skip("local Slurm cluster did not come up within 900 s")
+    if res.returncode != 0:
+        tail = " | ".join(res.stderr.strip().splitlines()[-3:])
+        pytest.skip(f"local Slurm cluster could not be started ({SCRIPT.name} up: rc={res.returncode}: {tail})")
+    exports = _script("env", timeout=30).stdout
+    env = dict(os.environ)
+    for m in re.finditer(r"^export (\w+)=(.*)$", exports, re.M):
+        env[m.group(1)] = m.group(2).strip("'\"")
+    return SlurmCluster(dir=_state_dir(), nodes=nodes, env=env), not already
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running local Slurm cluster (3 nodes x 4 CPUs); skips when Slurm cannot be started."""
+    cluster, started_here = start_cluster()
+    users = cluster.dir / "users"
+    users.mkdir(parents=True, exist_ok=True)
+    me = users / str(os.getpid())
+    me.touch()
+    try:
+        yield cluster
+    finally:
+        me.unlink(missing_ok=True)
+        keep = os.environ.get("TF_SLURM_KEEP_CLUSTER", "") in ("1", "yes", "true")
+        if started_here and not keep and not _live_users(users):
+            _script("down", timeout=120)
