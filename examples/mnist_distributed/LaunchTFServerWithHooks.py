@@ -117,7 +117,8 @@ def main(argv=None) -> int:
 
     from tf_for_slurm.runtime.launch import launch
 
-    status = launch(train, plan=plan)
+    # ps_fast_exit=False: the ps returns here (instead of leaving inside launch) to say how it ended
+    status = launch(train, plan=plan, ps_fast_exit=False)
     if me.role == "ps":
         if status == 0:
             print(f"ps:{me.index}: all {args.workers} workers reported done; exiting cleanly (status 0)",

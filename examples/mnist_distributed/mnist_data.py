@@ -8,7 +8,7 @@ Layout accepted in `data_dir` (each file plain or `.gz`):
   train-images-idx3-ubyte, train-labels-idx1-ubyte  (60k training set, optional)
   t10k-images-idx3-ubyte,  t10k-labels-idx1-ubyte   (10k test set)
 With the training files the held-out set is the 10k test set.  With only the test files they are
-split deterministically (default 8k train / 2k held-out); that choice is logged.
+split deterministically (default 4/5 train, 1/5 held-out: 8k / 2k); that choice is logged.
 """
 
 from __future__ import annotations
@@ -133,11 +133,12 @@ def _as_float(images: np.ndarray) -> np.ndarray:
     return (images.reshape(images.shape[0], -1).astype(np.float32) / 255.0)
 
 
-def load_mnist(data_dir: str, heldout: int = 2000, seed: int = 0) -> MnistData:
+def load_mnist(data_dir: str, heldout: Optional[int] = None, seed: int = 0) -> MnistData:
     """Load MNIST from `data_dir`; split the 10k test set when the training files are absent.
 
-    `heldout` and `seed` only matter for the split: the same seed gives every task of the job
-    the same split, so no worker ever trains on the chief's held-out examples.
+    `heldout` (default: a fifth, i.e. 2000 of the 10k) and `seed` only matter for the split: the
+    same seed gives every task of the job the same split, so no worker ever trains on the chief's
+    held-out examples.
     """
     if not data_dir or not os.path.isdir(data_dir):
         raise UsageError(f"--data_dir={data_dir!r}: expected a folder holding the MNIST IDX files "
@@ -151,6 +152,8 @@ def load_mnist(data_dir: str, heldout: int = 2000, seed: int = 0) -> MnistData:
         source = f"train={tx.shape[0]} (training files), held-out={hx.shape[0]} (t10k files)"
     elif have_test:
         x, y = _read_pair(data_dir, TEST_IMAGES, TEST_LABELS)
+        if heldout is None:
+            heldout = x.shape[0] // 5
         if not 0 < heldout < x.shape[0]:
             raise UsageError(f"heldout={heldout}: expected 0 < heldout < {x.shape[0]} "
                              "(the number of t10k examples)")
