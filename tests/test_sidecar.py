@@ -438,3 +438,25 @@ def test_startup_grace_from_the_environment_is_used():
         kill_all([ps])
     assert rc == 1
     assert "within 0.5 s" in err
+
+
+@pytest.mark.tf
+@pytest.mark.timeout(240)
+def test_cli_real_tensorflow_script_whose_ps_joins_forever():
+    """The product's promise for unmodified scripts, with TensorFlow itself: the job ends with 0."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed")
+    start = time.monotonic()
+    res = subprocess.run(tf_slurm("local", "-n", "2", "--ps", "1", "--",
+                                  *tf_slurm("exec", "--sidecar-log-level", "INFO", "--",
+                                            PY, str(TASKS / "unmodified_tf_config.py"))),
+                         cwd=ROOT, capture_output=True, text=True, timeout=200,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""})
+    took = time.monotonic() - start
+    assert res.returncode == 0, res.stderr[-3000:]
+    done = [l for l in res.stdout.splitlines() if l.startswith("1: worker 0 done, loss")]
+    assert done and float(done[0].rsplit(" ", 1)[1]) < 0.05, res.stdout
+    assert "0: ps-sidecar[ps:0] INFO: all 1 workers finished" in res.stderr
+    print(f"unmodified TF job (1 ps + 1 worker, 200 steps) took {took:.1f} s")
