@@ -30,6 +30,16 @@ def event(path: str, rank: int, role: str, name: str, **extra) -> None:
         f.write(line + "\n")
 
 
+class _PsExitEvent(logging.Handler):
+    def __init__(self, path: str, rank: int):
+        super().__init__()
+        self.path, self.rank = path, rank
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("ps exiting with status"):
+            event(self.path, self.rank, "ps", "exit", rc=record.args[0])
+
+
 def make_train(args, rank: int):
     def train(ctx) -> None:
         import numpy as np
@@ -78,6 +88,7 @@ def main() -> int:
     p.add_argument("--mode", default="async", choices=["async", "sync", "raise"])
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--raise-rank", type=int, default=-1)
+    p.add_argument("--barrier", action="store_true")
     p.add_argument("--liveness", type=float, default=5.0)
     p.add_argument("--startup-grace", type=float, default=60.0)
     args = p.parse_args()
@@ -85,9 +96,12 @@ def main() -> int:
     plan = localhost_plan(args.roles.split(","), [int(x) for x in args.ports.split(",")], args.rank)
     role = plan.me.role
     event(args.events, args.rank, role, "start")
+    if role == "ps":  # launch() ends a ps with os._exit: catch its last log record instead
+        logging.getLogger("tf_for_slurm.runtime.launch").addHandler(_PsExitEvent(args.events, args.rank))
     try:
         rc = launch(make_train(args, args.rank), plan=plan, liveness_timeout=args.liveness,
-                    startup_grace=args.startup_grace, timeout=120)
+                    startup_grace=args.startup_grace, timeout=120, barrier=args.barrier,
+                    barrier_timeout=120, print_every_n_steps=20)
     except TfSlurmError as exc:
         print(f"train_task: {exc}", file=sys.stderr)
         event(args.events, args.rank, role, "exit", rc=2)

@@ -4,8 +4,11 @@
     from tf_for_slurm.runtime import launch
     sys.exit(launch(train, tasks=["ps", "worker", "worker"]))
 
-- ps: starts its server and waits for the workers' done reports (`wait_for_workers`), then
-  returns the status: 0, or non-zero when a worker died or failed.
+- ps: starts its server and waits for the workers' done reports (`wait_for_workers`); the
+  status is 0, or non-zero when a worker died or failed.  By default (`ps_fast_exit=True`)
+  the ps then flushes logging and stdio and leaves with `os._exit(status)`: interpreter
+  teardown of a process holding a TF server took 1-6 s here, and Slurm ends the step only
+  when every task has exited.  With `ps_fast_exit=False` the status is returned instead.
 - chief / worker: starts its server and calls `train_fn(ctx)` with a `TrainContext`, then
   reports done (also when `train_fn` raises: the exception is re-raised after the report).
 - evaluator: starts its server (device filters: ps + itself), calls `train_fn(ctx)` and does
@@ -18,6 +21,8 @@ Who is chief: the task with role 'chief' when the plan has one; otherwise worker
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
@@ -135,12 +140,24 @@ def _context(server: Any, plan: ClusterPlan, gpu_memory_fraction: Optional[float
                         session_config=session_config(plan, gpu_memory_fraction=gpu_memory_fraction))
 
 
+def _fast_exit(status: int) -> None:
+    """Leave now with `status`, skipping interpreter teardown (nothing of a ps needs it)."""
+    log.info("ps exiting with status %d", status)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or broken stream must not keep the ps alive
+            pass
+    os._exit(status)
+
+
 def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[str]] = None,
            ps: Optional[int] = None, plan: Optional[ClusterPlan] = None,
            gpu_memory_fraction: Optional[float] = None, liveness_timeout: float = 5.0,
            startup_grace: float = 120.0, timeout: Optional[float] = None, barrier: bool = False,
            barrier_timeout: float = 300.0, print_every_n_steps: Optional[int] = None,
-           report_timeout: float = 30.0) -> int:
+           report_timeout: float = 30.0, ps_fast_exit: bool = True) -> int:
     """Run this task's part of the cluster; return its exit status (callers `sys.exit` it)."""
     if not callable(train_fn):
         raise UsageError(bad_value("train_fn", train_fn, "a callable taking a TrainContext"))
@@ -155,8 +172,11 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         chief_of(plan)  # reject plans without worker/chief before starting anything
     server = start_server(plan, gpu_memory_fraction=gpu_memory_fraction)
     if me.role == "ps":
-        return wait_for_workers(server, plan, liveness_timeout=liveness_timeout,
-                                startup_grace=startup_grace, timeout=timeout)
+        status = wait_for_workers(server, plan, liveness_timeout=liveness_timeout,
+                                  startup_grace=startup_grace, timeout=timeout)
+        if ps_fast_exit:
+            _fast_exit(status)
+        return status
     ctx = _context(server, plan, gpu_memory_fraction, barrier, barrier_timeout, print_every_n_steps)
     if me.role == "evaluator" or not ctx.num_ps:
         train_fn(ctx)
