@@ -86,7 +86,8 @@ def test_layout_rejects_bad_arguments(n, k, spec, needle):
 def test_task_env_per_rank_matches_slurm_block_layout():
     layout = launcher.make_layout(5, None, "3,2")
     base = {"PATH": "/bin", "SLURM_CPUS_PER_TASK": "9", "SLURM_STEP_RESV_PORTS": "1-2",
-            "TF_CONFIG": "{}", "TF_SLURM_BASE_PORT": "23000"}
+            "TF_CONFIG": "{}", "TF_SLURM_BASE_PORT": "23000", "TF_SLURM_RANK": "7",
+            "TF_SLURM_TF_CONFIG_FILE": "/tmp/old.json"}
     expect_node = [0, 0, 0, 1, 1]
     expect_local = [0, 1, 2, 0, 1]
     for rank in range(5):
@@ -110,7 +111,7 @@ def test_task_env_per_rank_matches_slurm_block_layout():
         assert env["TF_SLURM_PS"] == "2" and "TF_SLURM_TASKS" not in env
         # stale variables of some other step are gone; the user's own settings stay
         assert "SLURM_CPUS_PER_TASK" not in env and "SLURM_STEP_RESV_PORTS" not in env
-        assert "TF_CONFIG" not in env
+        assert "TF_CONFIG" not in env and "TF_SLURM_RANK" not in env and "TF_SLURM_TF_CONFIG_FILE" not in env
         assert env["PATH"] == "/bin" and env["TF_SLURM_BASE_PORT"] == "23000"
 
 

@@ -36,7 +36,10 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # Inherited variables that describe some other step or cluster: a fresh step must not see them.
 _DROP_PREFIXES = ("SLURM_", "SLURMD_")
-_DROP_NAMES = ("TF_CONFIG", "TF_SLURM_TASKS", "TF_SLURM_PS", "TF_SLURM_ADDRESS", "TF_SLURM_PORT_SCOPE")
+_DROP_NAMES = ("TF_CONFIG", "TF_SLURM_TASKS", "TF_SLURM_PS", "TF_SLURM_ADDRESS", "TF_SLURM_PORT_SCOPE",
+               # what `tf-slurm exec` exports for one task of some other step
+               "TF_SLURM_JOB_TYPE", "TF_SLURM_TASK_INDEX", "TF_SLURM_RANK", "TF_SLURM_NUM_PS",
+               "TF_SLURM_NUM_WORKERS", "TF_SLURM_SELF_ADDRESS", "TF_SLURM_TF_CONFIG_FILE")
 
 
 @dataclass(frozen=True)

@@ -240,6 +240,10 @@ class _Receiver:
 
     def stop(self) -> None:
         self.stopping.set()
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() now (Linux)
+        except OSError:
+            pass
         self.thread.join(timeout=2.0)
         self.server.close()
 
