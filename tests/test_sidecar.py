@@ -1,4 +1,4 @@
-"""ps sidecar for unmodified scripts: all good -> 0, a worker fails -> 1, a worker SIGKILLed -> 1 naming
+"""ps sidecar for unmodified scripts: all good -> 0, a worker fails -> its status, a worker SIGKILLed -> 1 naming
 it, the ps command exits by itself, bad log level, missing aux ports, the report protocol."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_worker_fails_ps_ends_non_zero_naming_it():
         rc, _, err = finish(procs[0], 30)
     finally:
         kill_all(procs)
-    assert rc == 1
+    assert rc == 3  # the failed worker's status
     assert "ERROR" in err and "worker 1 (127.0.0.1:%d) failed with exit status 3" % plan.tasks[2].port in err
 
 
@@ -308,7 +308,9 @@ class FakeSidecar:
                 conn.sendall(b"ack\n")
 
     def close(self) -> None:
+        self.server.shutdown(socket.SHUT_RDWR)  # a close alone would not end the blocked accept()
         self.server.close()
+        self.thread.join(timeout=5)
 
 
 @pytest.mark.timeout(60)
@@ -391,7 +393,8 @@ def test_cli_failing_worker_fails_the_job():
                                   *fake_script("--exit-after", "0.5", "--fail-worker", "1", "--code", "6"))),
                          cwd=ROOT, capture_output=True, text=True, timeout=90)
     assert res.returncode == 6, res.stderr
-    assert "task 2 exited with status 6" in res.stderr
+    # the worker (task 2) or the ps (task 0, its sidecar passing the worker's status on) is seen first
+    assert "task 2 exited with status 6" in res.stderr or "task 0 exited with status 6" in res.stderr
 
 
 @pytest.mark.timeout(120)
@@ -461,3 +464,19 @@ def test_cli_real_tensorflow_script_whose_ps_joins_forever():
     assert done and float(done[0].rsplit(" ", 1)[1]) < 0.05, res.stdout
     assert "0: ps-sidecar[ps:0] INFO: all 1 workers finished" in res.stderr
     print(f"unmodified TF job (1 ps + 1 worker, 200 steps) took {took:.1f} s")
+
+
+@pytest.mark.timeout(60)
+def test_worker_whose_program_cannot_run_still_reports_127():
+    plan = make_plan(["ps", "worker"], my_rank=1)
+    fake = FakeSidecar(plan.tasks[0].aux_port)
+    try:
+        rc = sidecar.run_and_report(plan, ["/nonexistent/program"], dict(os.environ))
+    finally:
+        fake.close()
+    assert rc == 127
+    assert fake.lines == [f"report worker 0 127 {plan.job_id}.{plan.step_id}\n"]
+    with pytest.raises(UsageError) as err:
+        sidecar.run_ps_with_sidecar(dataclasses.replace(plan, my_rank=0), ["/nonexistent/program"],
+                                    dict(os.environ), **FAST)
+    assert "argv[0]='/nonexistent/program'" in str(err.value)

@@ -4,7 +4,9 @@ Why: `server.join()` never returns, so a step whose ps only joins runs until Slu
 Under `tf-slurm exec`, a ps task's command runs as a child of `run_ps_with_sidecar`; every worker
 (and chief) runs its command under `run_and_report`, which afterwards tells every ps sidecar its
 exit status over TCP (no TensorFlow involved).  The sidecar ends the ps command with exit 0 once
-every worker reported 0, and with exit 1 as soon as one reports a failure.
+every worker reported 0, and as soon as one reports a failure it ends it and exits with that
+worker's (non-zero) status, so a launcher that keeps the first failing status reports the
+worker's status whichever of the two tasks it sees end first.
 
 A worker whose wrapper is SIGKILLed cannot report, so the sidecar also watches each worker's
 TensorFlow port: once it was seen accepting connections, a port that stops accepting without a
@@ -92,10 +94,11 @@ def _start_child(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Pope
         if prctl is not None:
             prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
-    try:
-        return subprocess.Popen(list(argv), env=dict(env), preexec_fn=preexec)
-    except OSError as exc:
-        raise UsageError(bad_value("argv[0]", argv[0], f"a program that can be run ({exc.strerror})")) from None
+    return subprocess.Popen(list(argv), env=dict(env), preexec_fn=preexec)
+
+
+def _cannot_run(argv: Sequence[str], exc: OSError) -> UsageError:
+    return UsageError(bad_value("argv[0]", argv[0], f"a program that can be run ({exc.strerror})"))
 
 
 def _signal_group(proc: subprocess.Popen, signo: int) -> None:
@@ -283,7 +286,8 @@ def run_ps_with_sidecar(plan, argv: list, env: dict, log_level: str = "WARNING",
     """Run this ps task's command under the sidecar; return the exit status the ps task should have.
 
     0: every worker/chief reported 0 and the ps was ended on purpose (or it exited 0 itself).
-    1: a worker reported a failure, or died without reporting.  Otherwise: the ps command's own status.
+    A worker's non-zero status: it reported that failure.  1: a worker died without reporting.
+    Otherwise: the ps command's own status.
     Timings not given come from TF_SLURM_SIDECAR_STARTUP_GRACE / _REPORT_GRACE / _KILL_GRACE /
     _PROBE_INTERVAL in `env` (seconds), else the module defaults.
     """
@@ -302,14 +306,20 @@ def run_ps_with_sidecar(plan, argv: list, env: dict, log_level: str = "WARNING",
         if not awaited:
             log.warning("the plan has no worker or chief to wait for: running the ps command unwatched")
             with _Forwarder() as fwd:
-                fwd.proc = _start_child(argv, env)
+                try:
+                    fwd.proc = _start_child(argv, env)
+                except OSError as exc:
+                    raise _cannot_run(argv, exc) from None
                 return _exit_status(fwd.proc.wait())
         server = _listen(port, who)  # before the command starts: reports are never refused by us
         receiver = _Receiver(server, _job_tag(plan), {(w.task.role, w.task.index) for w in awaited})
         log.info("listening on port %d for reports from %d tasks", port, len(awaited))
         try:
             with _Forwarder() as fwd:
-                fwd.proc = _start_child(argv, env)
+                try:
+                    fwd.proc = _start_child(argv, env)
+                except OSError as exc:
+                    raise _cannot_run(argv, exc) from None
                 return _supervise(fwd, receiver, awaited, startup_grace=startup_grace,
                                   report_grace=report_grace, kill_grace=kill_grace,
                                   probe_interval=probe_interval)
@@ -354,7 +364,7 @@ def _supervise(fwd: _Forwarder, receiver: _Receiver, awaited: list, *, startup_g
                     if status != 0:
                         log.error("%s failed with exit status %d: ending the ps command", watch.name, status)
                         _end_child(proc, kill_grace)
-                        return 1
+                        return status  # the worker's: the step's status is the same whoever is seen first
                     if all(w.status is not None for w in awaited):
                         log.info("all %d workers finished: ending the ps command", len(awaited))
                         _end_child(proc, kill_grace)
@@ -472,8 +482,15 @@ def run_and_report(plan, argv: list, env: dict) -> int:
         for ps in plan.tasks_with_role("ps"):
             _aux_port(ps, f"reports from {me.role}:{me.index}")
     with _Forwarder() as fwd:
-        fwd.proc = _start_child(argv, env)
-        status = _exit_status(fwd.proc.wait())
+        try:
+            fwd.proc = _start_child(argv, env)
+        except OSError as exc:
+            if not reports:
+                raise _cannot_run(argv, exc) from None
+            log.error("%s", _cannot_run(argv, exc))  # still report, or the ps would wait for us
+            status = 127
+        else:
+            status = _exit_status(fwd.proc.wait())
     log.info("%s:%d command exited with status %d", me.role, me.index, status)
     if reports and fwd.received is not None:
         # the step is being torn down (Ctrl-C, scancel, the launcher ending tasks): the ps sidecars
