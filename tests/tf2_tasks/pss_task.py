@@ -32,6 +32,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--liveness-timeout", type=float, default=3.0)
     ap.add_argument("--poll", type=float, default=1.0)
+    ap.add_argument("--fast-exit", action="store_true", help="leave through tf2.exit_now (skip TF teardown)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     plan = localhost_plan(args.roles.split(","), [int(p) for p in args.ports.split(",")], args.rank)
@@ -80,7 +81,8 @@ def main() -> int:
     finally:
         with open(os.path.join(args.out, f"{me.role}{me.index}.exit"), "w") as f:
             json.dump({"status": status, "time": time.time()}, f)
-        logging.shutdown()
+    if args.fast_exit:
+        tf2.exit_now(status)
     return status
 
 
