@@ -165,8 +165,9 @@ def DistributedTrain(server, cluster: dict, job_type: str, task_index: int, *,
                 bx, by = sampler.next()
                 sess.run(train_op, feed_dict={x: bx, y: by})
                 steps += 1
-                if steps == 1:
+                if steps == 1:  # start-up cost: wall clock, and this process's CPU seconds so far
                     first_step["first_step_time"] = time.time()
+                    first_step["first_step_cpu_s"] = round(time.process_time(), 3)
         result.update(first_step)
         result["local_steps"] = steps
         result["train_seconds"] = round(time.time() - t0, 3)

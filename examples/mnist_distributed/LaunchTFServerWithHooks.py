@@ -87,7 +87,7 @@ def _address_policy(no_ib: bool) -> str:
 def main(argv=None) -> int:
     # TensorFlow is imported only inside train(), after launch() started the server: the
     # library sets CUDA_VISIBLE_DEVICES for this task first, and TF adds no second log handler.
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
     from tf_for_slurm import plan_from_env, step_from_env
 
