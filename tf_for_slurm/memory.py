@@ -182,6 +182,9 @@ def memory_per_task(
     every node), else 1. `cpus_per_task` defaults to SLURM_CPUS_PER_TASK, else 1.
     """
     env = os.environ if env is None else env
+    # empty text (e.g. `scontrol show partition` failed in a template) counts as "not given"
+    partition_info = partition_info if partition_info and partition_info.strip() else None
+    node_info = node_info if node_info and node_info.strip() else None
 
     if cpus_per_task is None:
         raw = env.get("SLURM_CPUS_PER_TASK")

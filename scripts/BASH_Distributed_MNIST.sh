@@ -1,0 +1,109 @@
+#!/bin/bash
+# Distributed MNIST (TF1-style ps/worker, MonitoredTrainingSession) as one Slurm batch job.
+#
+#   sbatch scripts/BASH_Distributed_MNIST.sh
+#   sbatch --export=ALL,ITERATIONS=2000,SYNC=1,IB=NoIB scripts/BASH_Distributed_MNIST.sh
+#
+# Every task runs examples/mnist_distributed/LaunchTFServerWithHooks.py: the first NUM_PS tasks are
+# parameter servers, the others workers (worker 0 is the chief). The ps exit 0 once every worker
+# reported done; if a task dies, srun --kill-on-bad-exit=1 ends the step and the job FAILS.
+# A rerun with the same MODEL_DIR resumes from its last checkpoint.
+#
+#SBATCH --job-name=tf_mnist
+#SBATCH --nodes=3
+#SBATCH --ntasks=3
+#SBATCH --cpus-per-task=1
+#SBATCH --time=00:30:00
+#SBATCH --output=tf_mnist-%j.out
+
+set -euo pipefail
+
+# ---------------------------------- settings (environment wins) ----------------------------------
+IB="${IB:-IB}"                          # IB: address nodes as <node>-ib (InfiniBand); NoIB: host names
+NUM_PS="${NUM_PS:-1}"                   # parameter servers (the first tasks); workers = tasks - NUM_PS
+LOG_LEVEL="${LOG_LEVEL:-INFO}"          # tf_for_slurm logging: DEBUG INFO WARNING ERROR
+PS_LOG_LEVEL="${PS_LOG_LEVEL:-WARNING}" # ps sidecar logging level (psSidecarLoggingLevel)
+DATA_DIR="${DATA_DIR:-$HOME/data/mnist}"           # MNIST IDX files (.gz or plain)
+DOWNLOAD="${DOWNLOAD:-0}"                          # 1: fetch MNIST into DATA_DIR first (needs internet)
+MODEL_DIR="${MODEL_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/runs/mnist_distributed}"  # checkpoints; reuse to resume
+ITERATIONS="${ITERATIONS:-800}"         # global-step target
+BATCH_SIZE="${BATCH_SIZE:-64}"          # per worker
+SYNC="${SYNC:-0}"                       # 1: synchronous updates (SyncReplicasOptimizer)
+MEM_PER_TASK_MB="${MEM_PER_TASK_MB:-}"  # empty: from the allocation (tf-slurm mem); e.g. 10240 as the
+                                        # seed did (then sbatch with enough --mem-per-cpu too)
+PYTHON="${PYTHON:-python3}"             # the python that has tf_for_slurm and TensorFlow
+# -------------------------------------------------------------------------------------------------
+
+die() { echo "BASH_Distributed_MNIST.sh: error: $*" >&2; exit 2; }
+[[ -n "${SLURM_JOB_ID:-}" ]] || die "SLURM_JOB_ID is not set: expected to run under sbatch (or salloc)"
+[[ "$IB" == IB || "$IB" == NoIB ]] || die "IB='$IB': expected IB or NoIB"
+[[ "$NUM_PS" =~ ^[1-9][0-9]*$ ]] || die "NUM_PS='$NUM_PS': expected an integer >= 1"
+[[ "$SYNC" == 0 || "$SYNC" == 1 ]] || die "SYNC='$SYNC': expected 0 or 1"
+
+# The repository: TF_SLURM_REPO, else where this script was submitted from (sbatch runs a copy
+# of it from the spool, so ask Slurm for the original path), else the submit directory.
+find_repo() {
+    local d cmd
+    for d in "${TF_SLURM_REPO:-}" "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." 2>/dev/null && pwd)"; do
+        [[ -n "$d" && -f "$d/examples/mnist_distributed/LaunchTFServerWithHooks.py" ]] && { echo "$d"; return; }
+    done
+    cmd="$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/^ *Command=//p' | head -n1)"
+    if [[ -n "$cmd" && -f "$cmd" ]]; then
+        d="$(cd "$(dirname "$cmd")/.." && pwd)"
+        [[ -f "$d/examples/mnist_distributed/LaunchTFServerWithHooks.py" ]] && { echo "$d"; return; }
+    fi
+    d="${SLURM_SUBMIT_DIR:-$PWD}"
+    [[ -f "$d/examples/mnist_distributed/LaunchTFServerWithHooks.py" ]] && { echo "$d"; return; }
+    die "cannot find examples/mnist_distributed/LaunchTFServerWithHooks.py: set TF_SLURM_REPO"
+}
+REPO_ROOT="$(find_repo)"
+export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+
+NTASKS="${SLURM_NTASKS:?SLURM_NTASKS is not set: give sbatch --ntasks}"
+NUM_WORKERS=$((NTASKS - NUM_PS))
+((NUM_WORKERS >= 1)) || die "NUM_PS=$NUM_PS leaves no worker in $NTASKS tasks"
+CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"   # srun (22.05+) does not inherit it: passed with -c below
+
+# Memory per CPU for srun --mem-per-cpu (never --mem: that is per NODE).
+if [[ -n "$MEM_PER_TASK_MB" ]]; then
+    [[ "$MEM_PER_TASK_MB" =~ ^[1-9][0-9]*$ ]] || die "MEM_PER_TASK_MB='$MEM_PER_TASK_MB': expected MB >= 1"
+    MEM_PER_CPU=$(((MEM_PER_TASK_MB + CPUS_PER_TASK - 1) / CPUS_PER_TASK))
+else
+    MEM_PER_CPU="$("$PYTHON" -m tf_for_slurm mem --per cpu --cpus-per-task "$CPUS_PER_TASK" \
+        --partition-info <(scontrol show partition "${SLURM_JOB_PARTITION:-}" 2>/dev/null) \
+        --node-info <(scontrol show node "${SLURM_JOB_NODELIST:-}" 2>/dev/null))"
+fi
+
+# Reserved ports only where the site configured them (MpiParams=ports=...); else the library's
+# job-derived port window is used.
+RESV_PORTS=()
+if scontrol show config 2>/dev/null | grep -Eq '^MpiParams[[:space:]]*=[[:space:]]*ports='; then
+    RESV_PORTS=(--resv-ports)
+fi
+
+FLAGS=(--data_dir "$DATA_DIR" --model_dir "$MODEL_DIR" --batch_size "$BATCH_SIZE"
+       --Iterations "$ITERATIONS" --ps "$NUM_PS" --workers "$NUM_WORKERS")
+if [[ "$IB" == NoIB ]]; then
+    export TF_SLURM_ADDRESS=hostname
+    FLAGS+=(--NoIB)
+else
+    export TF_SLURM_ADDRESS="template:{host}-ib"
+fi
+[[ "$SYNC" == 1 ]] && FLAGS+=(--sync)
+[[ "$DOWNLOAD" == 1 ]] && FLAGS+=(--download)
+
+export GRPC_POLL_STRATEGY=poll          # gRPC's epoll engines misbehave on some cluster kernels
+export TF_SLURM_LOG_LEVEL="$LOG_LEVEL"
+export TF_SLURM_SIDECAR_LOG_LEVEL="$PS_LOG_LEVEL"
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+mkdir -p "$MODEL_DIR"
+
+echo "job $SLURM_JOB_ID: $NTASKS tasks on ${SLURM_JOB_NODELIST:-?} ($NUM_PS ps, $NUM_WORKERS workers)," \
+     "$CPUS_PER_TASK CPU(s) and ${MEM_PER_CPU} MB per CPU per task, IB=$IB SYNC=$SYNC model_dir=$MODEL_DIR"
+
+status=0
+srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
+    "${RESV_PORTS[@]}" \
+    "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" || status=$?
+echo "job $SLURM_JOB_ID: srun exit status $status"
+exit "$status"

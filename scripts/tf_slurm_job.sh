@@ -1,0 +1,98 @@
+#!/bin/bash
+# Generic Slurm batch template for YOUR distributed TensorFlow script: copy it and edit the top.
+#
+#   sbatch scripts/tf_slurm_job.sh my_train.py --epochs 3        # script and its arguments
+#   sbatch --nodes=4 --ntasks=8 --export=ALL,NUM_PS=2 scripts/tf_slurm_job.sh my_train.py
+#
+# Every task runs `tf-slurm exec -- $PYTHON my_train.py ARGS`, which exports TF_CONFIG (and
+# TF_SLURM_* variables) for that task: the first NUM_PS tasks are "ps", the others "worker".
+# A ps whose script ends in server.join() is ended cleanly by tf-slurm's sidecar once every worker
+# finished (exit 0), or as soon as one fails or dies (the job then FAILS: srun --kill-on-bad-exit=1).
+# Scripts that make their ps exit on their own (done-queue) work the same way.
+#
+#SBATCH --job-name=tf_job
+#SBATCH --nodes=3
+#SBATCH --ntasks=3
+#SBATCH --cpus-per-task=1
+#SBATCH --time=01:00:00
+#SBATCH --output=tf_job-%j.out
+
+set -euo pipefail
+
+# ---------------------------------- settings (environment wins) ----------------------------------
+IB="${IB:-IB}"                          # IB: address nodes as <node>-ib (InfiniBand); NoIB: host names
+NUM_PS="${NUM_PS:-1}"                   # parameter servers: the first NUM_PS tasks (0: workers only,
+                                        # e.g. MultiWorkerMirroredStrategy)
+LOG_LEVEL="${LOG_LEVEL:-INFO}"          # tf_for_slurm logging: DEBUG INFO WARNING ERROR
+PS_LOG_LEVEL="${PS_LOG_LEVEL:-WARNING}" # ps sidecar logging level
+DATA_DIR="${DATA_DIR:-$HOME/data}"      # exported for your script (and usable in TRAIN_ARGS)
+MODEL_DIR="${MODEL_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/runs/tf_job}"   # exported; reuse it to resume
+ITERATIONS="${ITERATIONS:-1000}"        # exported
+BATCH_SIZE="${BATCH_SIZE:-64}"          # exported
+SYNC="${SYNC:-0}"                       # exported: 1 = synchronous updates, if your script supports it
+MEM_PER_TASK_MB="${MEM_PER_TASK_MB:-}"  # empty: from the allocation (tf-slurm mem)
+PYTHON="${PYTHON:-python3}"             # the python that has tf_for_slurm and TensorFlow
+TRAIN_SCRIPT="${1:-${TRAIN_SCRIPT:-}}"  # first argument, else TRAIN_SCRIPT
+# -------------------------------------------------------------------------------------------------
+
+die() { echo "tf_slurm_job.sh: error: $*" >&2; exit 2; }
+[[ -n "${SLURM_JOB_ID:-}" ]] || die "SLURM_JOB_ID is not set: expected to run under sbatch (or salloc)"
+[[ -n "$TRAIN_SCRIPT" ]] || die "no training script: expected 'sbatch $0 my_train.py [ARGS...]'"
+(($# > 0)) && shift
+TRAIN_ARGS=("$@")                       # or write your flags here, e.g. (--data_dir "$DATA_DIR")
+[[ "$IB" == IB || "$IB" == NoIB ]] || die "IB='$IB': expected IB or NoIB"
+[[ "$NUM_PS" =~ ^[0-9]+$ ]] || die "NUM_PS='$NUM_PS': expected an integer >= 0"
+[[ "$SYNC" == 0 || "$SYNC" == 1 ]] || die "SYNC='$SYNC': expected 0 or 1"
+cd "${SLURM_SUBMIT_DIR:-$PWD}"          # relative script paths are relative to where you submitted
+[[ -f "$TRAIN_SCRIPT" ]] || die "TRAIN_SCRIPT='$TRAIN_SCRIPT': expected a file (from $PWD)"
+
+# A checkout of tf_for_slurm that is not pip-installed: put it on PYTHONPATH (TF_SLURM_REPO, else
+# the checkout this script was submitted from, as Slurm recorded it).
+if ! "$PYTHON" -c 'import tf_for_slurm.cli' 2>/dev/null; then
+    repo="${TF_SLURM_REPO:-}"
+    if [[ -z "$repo" ]]; then
+        cmd="$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/^ *Command=//p' | head -n1)"
+        [[ -n "$cmd" && -f "$cmd" ]] && repo="$(cd "$(dirname "$cmd")/.." && pwd)"
+    fi
+    [[ -n "$repo" && -d "$repo/tf_for_slurm" ]] || die "$PYTHON cannot import tf_for_slurm: pip install it or set TF_SLURM_REPO"
+    export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+NTASKS="${SLURM_NTASKS:?SLURM_NTASKS is not set: give sbatch --ntasks}"
+((NUM_PS < NTASKS)) || die "NUM_PS=$NUM_PS leaves no worker in $NTASKS tasks"
+CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"   # srun (22.05+) does not inherit it: passed with -c below
+
+# Memory per CPU for srun --mem-per-cpu (never --mem: that is per NODE).
+if [[ -n "$MEM_PER_TASK_MB" ]]; then
+    [[ "$MEM_PER_TASK_MB" =~ ^[1-9][0-9]*$ ]] || die "MEM_PER_TASK_MB='$MEM_PER_TASK_MB': expected MB >= 1"
+    MEM_PER_CPU=$(((MEM_PER_TASK_MB + CPUS_PER_TASK - 1) / CPUS_PER_TASK))
+else
+    MEM_PER_CPU="$("$PYTHON" -m tf_for_slurm mem --per cpu --cpus-per-task "$CPUS_PER_TASK" \
+        --partition-info <(scontrol show partition "${SLURM_JOB_PARTITION:-}" 2>/dev/null) \
+        --node-info <(scontrol show node "${SLURM_JOB_NODELIST:-}" 2>/dev/null))"
+fi
+
+RESV_PORTS=()   # only where the site reserves ports for steps (MpiParams=ports=...)
+if scontrol show config 2>/dev/null | grep -Eq '^MpiParams[[:space:]]*=[[:space:]]*ports='; then
+    RESV_PORTS=(--resv-ports)
+fi
+
+if [[ "$IB" == NoIB ]]; then export TF_SLURM_ADDRESS=hostname; else export TF_SLURM_ADDRESS="template:{host}-ib"; fi
+export TF_SLURM_PS="$NUM_PS"
+export GRPC_POLL_STRATEGY=poll          # gRPC's epoll engines misbehave on some cluster kernels
+export TF_SLURM_LOG_LEVEL="$LOG_LEVEL"
+export TF_SLURM_SIDECAR_LOG_LEVEL="$PS_LOG_LEVEL"
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+export DATA_DIR MODEL_DIR ITERATIONS BATCH_SIZE SYNC
+mkdir -p "$MODEL_DIR"
+
+echo "job $SLURM_JOB_ID: $NTASKS tasks on ${SLURM_JOB_NODELIST:-?} ($NUM_PS ps), $CPUS_PER_TASK CPU(s) and" \
+     "${MEM_PER_CPU} MB per CPU per task, IB=$IB: $TRAIN_SCRIPT ${TRAIN_ARGS[*]}"
+
+status=0
+srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
+    "${RESV_PORTS[@]}" \
+    "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" \
+    --sidecar-log-level "$PS_LOG_LEVEL" -- "$PYTHON" "$TRAIN_SCRIPT" "${TRAIN_ARGS[@]}" || status=$?
+echo "job $SLURM_JOB_ID: srun exit status $status"
+exit "$status"

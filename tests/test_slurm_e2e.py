@@ -1,0 +1,250 @@
+"""End to end under real Slurm (local 3-node cluster): the sbatch template, failures, resume, and
+`tf-slurm exec` for an unmodified TF_CONFIG script whose ps ends in server.join().
+
+Slow (TensorFlow on 2 cores): about 3 minutes in all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+pytestmark = [pytest.mark.slurm, pytest.mark.tf]
+
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATE = REPO / "scripts" / "BASH_Distributed_MNIST.sh"
+JOB_TEMPLATE = REPO / "scripts" / "tf_slurm_job.sh"
+TASKS = REPO / "tests" / "slurm_tasks"
+MNIST = Path("/work/shared/data/mnist")
+HAVE_MNIST = (MNIST / "t10k-images-idx3-ubyte.gz").exists() or (MNIST / "t10k-images-idx3-ubyte").exists()
+needs_mnist = pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")
+
+
+def _python() -> str:
+    from slurm_harness import PYTHON
+
+    return PYTHON
+
+
+def _procs_with_env(match: Dict[str, str], cmd_part: str) -> List[int]:
+    """Pids of this machine's processes whose environment holds `match` and command line `cmd_part`.
+
+    Every emulated node is this machine, so the test can find a given task's process directly.
+    """
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if cmd_part not in cmd:
+                continue
+            env = dict(item.split("=", 1) for item in
+                       (d / "environ").read_bytes().decode(errors="replace").split("\0") if "=" in item)
+        except OSError:
+            continue
+        if all(env.get(k) == v for k, v in match.items()):
+            pids.append(int(d.name))
+    return pids
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _template_env(tmp: Path, model_dir: Path, iterations: int, times: Optional[Path] = None) -> Dict[str, str]:
+    return {
+        "PYTHON": str(TASKS / "timed.sh"), "REAL_PYTHON": _python(), "TASK_TIMES": str(times or tmp / "times"),
+        "DATA_DIR": str(MNIST), "MODEL_DIR": str(model_dir), "ITERATIONS": str(iterations),
+        "BATCH_SIZE": "64", "IB": "IB", "NUM_PS": "1", "LOG_LEVEL": "INFO",
+    }
+
+
+def _times(path: Path) -> Dict[int, tuple]:
+    out = {}
+    for line in path.read_text().splitlines():
+        procid, rc, t = line.split()
+        out[int(procid)] = (int(rc), float(t))
+    return out
+
+
+@pytest.fixture(scope="module")
+def mnist_run(slurm_cluster, tmp_path_factory):
+    """One full `sbatch --wait` of the MNIST template (shared by the checks below)."""
+    if not HAVE_MNIST:
+        pytest.skip(f"real MNIST digits not found in {MNIST}")
+    tmp = tmp_path_factory.mktemp("mnist")
+    model = tmp / "model"
+    out = tmp / "job-%j.out"
+    t0 = time.monotonic()
+    job, rc = slurm_cluster.sbatch_wait(["-o", str(out), str(TEMPLATE)], timeout=300,
+                                        env=_template_env(tmp, model, 400), cwd=str(tmp))
+    elapsed = time.monotonic() - t0
+    log = (tmp / f"job-{job}.out").read_text()
+    return {"job": job, "rc": rc, "tmp": tmp, "model": model, "log": log, "elapsed": elapsed,
+            "info": slurm_cluster.show_job(job)}
+
+
+@needs_mnist
+@pytest.mark.timeout(400)
+def test_template_job_completes(mnist_run):
+    r = mnist_run
+    assert r["rc"] == 0, r["log"][-4000:]
+    assert r["info"]["JobState"] == "COMPLETED", r["info"]
+    assert r["info"]["ExitCode"] == "0:0"
+    assert "srun exit status 0" in r["log"]
+    assert "all 2 workers reported done; exiting cleanly (status 0)" in r["log"]
+    # the template's own choices, as the job log reports them
+    assert re.search(r"3 tasks on node\[1-3\] \(1 ps, 2 workers\), 1 CPU\(s\) and 1024 MB per CPU", r["log"])
+    assert "node1-ib:" in r["log"]  # IB=IB: addresses use the -ib template
+    # every task exited 0, and the ps left within 1 s of the last worker
+    times = _times(r["tmp"] / "times")
+    assert sorted(times) == [0, 1, 2] and all(rc == 0 for rc, _ in times.values()), times
+    last_worker = max(times[1][1], times[2][1])
+    assert times[0][1] - last_worker <= 1.0, times
+
+
+@needs_mnist
+@pytest.mark.timeout(400)
+def test_template_checkpoint_and_accuracy(mnist_run):
+    model = mnist_run["model"]
+    assert (model / "checkpoint").exists()
+    assert list(model.glob("model.ckpt-*.index")), sorted(p.name for p in model.iterdir())
+    metrics = json.loads((model / "metrics.json").read_text())
+    assert metrics["global_step"] >= 400
+    assert metrics["accuracy"] >= 0.95, metrics  # held-out real digits (never trained on)
+    m = re.search(r"held-out accuracy: ([0-9.]+) on (\d+) examples", mnist_run["log"])
+    assert m and float(m.group(1)) >= 0.95 and int(m.group(2)) >= 1000
+
+
+@needs_mnist
+@pytest.mark.timeout(400)
+def test_template_rerun_resumes_from_checkpoint(slurm_cluster, mnist_run):
+    tmp, model = mnist_run["tmp"], mnist_run["model"]
+    before = json.loads((model / "metrics.json").read_text())["global_step"]
+    # the last checkpoint (async workers may add a step after the chief's final evaluation)
+    saved = int(re.search(r'^model_checkpoint_path: ".*model\.ckpt-(\d+)"', (model / "checkpoint").read_text(),
+                          re.M).group(1))
+    assert before <= saved <= before + 2
+    out = tmp / "rerun-%j.out"
+    job, rc = slurm_cluster.sbatch_wait(["-o", str(out), str(TEMPLATE)], timeout=300,
+                                        env=_template_env(tmp, model, before + 100, tmp / "times2"),
+                                        cwd=str(tmp))
+    log = (tmp / f"rerun-{job}.out").read_text()
+    assert rc == 0 and slurm_cluster.show_job(job)["JobState"] == "COMPLETED", log[-4000:]
+    assert re.search(rf"resumed from {re.escape(str(model))} at global step {saved}\b", log), log[-4000:]
+    after = json.loads((model / "metrics.json").read_text())
+    assert after["start_global_step"] == saved
+    assert before + 100 <= after["global_step"] < before + 200  # continued, not restarted
+
+
+@needs_mnist
+@pytest.mark.timeout(300)
+def test_template_worker_killed_fails_job(slurm_cluster, tmp_path):
+    out = tmp_path / "job-%j.out"
+    res = slurm_cluster.run(["sbatch", "--parsable", "-o", str(out), str(TEMPLATE)], timeout=60,
+                            env=_template_env(tmp_path, tmp_path / "model", 1_000_000), cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip().split(";")[0]
+    try:
+        log_path = tmp_path / f"job-{job}.out"
+        # wait until training really runs (the chief's first checkpoint), then SIGKILL worker 1
+        _wait_for(lambda: log_path.exists() and "Saving checkpoints for 0" in log_path.read_text(), 120,
+                  "the chief to start training")
+        victims = _wait_for(lambda: [p for p in _procs_with_env({"SLURM_JOB_ID": job, "SLURM_PROCID": "2"},
+                                                                 "LaunchTFServerWithHooks.py")
+                                     if "timed.sh" not in Path(f"/proc/{p}/cmdline").read_text(errors="replace")],
+                            30, "worker 1's process")
+        killed_at = time.monotonic()
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        info = slurm_cluster.wait_job(job, timeout=60)
+        took = time.monotonic() - killed_at
+    finally:
+        slurm_cluster.run(["scancel", job], timeout=30)
+    assert info["JobState"] == "FAILED", (info, log_path.read_text()[-3000:])
+    assert took <= 60
+    assert "srun exit status 0" not in log_path.read_text()
+
+
+# -- interactive srun + tf-slurm exec, unmodified TF_CONFIG script --------------------------------
+def _exec_srun(slurm_cluster, steps: int, mark_dir: Path, tag: str) -> subprocess.Popen:
+    argv = ["srun", "-N3", "-n4", "--mpi=none", "--kill-on-bad-exit=1", "-l",
+            _python(), "-m", "tf_for_slurm", "exec", "--ps", "1", "--",
+            _python(), str(TASKS / "tf_config_train.py"), str(steps), str(mark_dir)]
+    env = {**slurm_cluster.env, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "TEST_TAG": tag,
+           "GRPC_POLL_STRATEGY": "poll"}
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=str(REPO))
+
+
+@pytest.mark.timeout(300)
+def test_exec_unmodified_script_completes(slurm_cluster, tmp_path):
+    proc = _exec_srun(slurm_cluster, 300, tmp_path, uuid.uuid4().hex)
+    try:
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ended = time.time()
+    assert proc.returncode == 0, out[-4000:]
+    done = [float(t) for t in re.findall(r"worker \d+ done at ([0-9.]+)", out)]
+    assert len(done) == 3, out[-4000:]
+    # the ps (in server.join()) was ended by the sidecar: the step ended shortly after the workers
+    assert ended - max(done) < 10.0, (ended - max(done), out[-3000:])
+
+
+@pytest.mark.timeout(300)
+def test_exec_unmodified_script_worker_killed_fails(slurm_cluster, tmp_path):
+    tag = uuid.uuid4().hex
+    proc = _exec_srun(slurm_cluster, 1_000_000, tmp_path, tag)
+    try:
+        _wait_for(lambda: (tmp_path / "worker1.up").exists() or proc.poll() is not None, 150,
+                  "worker 1 to start training")
+        assert proc.poll() is None, proc.communicate()[0][-4000:]
+        victims = _wait_for(lambda: [p for p in _procs_with_env({"TEST_TAG": tag}, "tf_config_train.py")
+                                     if _task_of(p) == {"type": "worker", "index": 1}], 30,
+                            "worker 1's process")
+        killed_at = time.monotonic()
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=60)
+        took = time.monotonic() - killed_at
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0, out[-3000:]
+    assert took <= 60
+    assert "worker 1 done" not in out
+
+
+def _task_of(pid: int) -> Optional[dict]:
+    try:
+        return json.loads(_environ(pid).get("TF_CONFIG", "null"))["task"]
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def _environ(pid: int) -> Dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
