@@ -284,6 +284,9 @@ def test_killed_worker_makes_ps_fail_within_bound(cluster_factory):
     ps_log = c.log(0)
     assert f"worker:1 at 127.0.0.1:{c.ports[2]}" in ps_log and "ERROR" in ps_log, ps_log[-2000:]
     assert f"worker:0 at 127.0.0.1:{c.ports[1]}" not in ps_log.split("lost")[-1].splitlines()[0]
+    # the surviving worker then loses its ps and exits instead of hanging in session recovery
+    assert c.poll_until(lambda: 1 in c.exit_time, 60), c.dump()
+    assert c.procs[1].returncode != 0 and "lost ps:0" in c.log(1), c.dump()
 
 
 @pytest.mark.tf
@@ -297,8 +300,9 @@ def test_training_raises_still_reports(cluster_factory):
     assert "worker:1 at" in c.log(0) and "training failed" in c.log(0)
     # the ps left because of the report, not the liveness probe: right after the failing worker
     assert c.event(0, "exit")["t"] - c.event(2, "exit")["t"] <= 1.0, c.dump()
-    # the surviving worker's training then fails too (ps gone) and it exits, no hang
-    c.wait_all(120)
+    # the surviving worker notices the ps is gone (watchdog) and exits non-zero, no hang
+    assert c.poll_until(lambda: 1 in c.exit_time, 60), c.dump()
+    assert c.procs[1].returncode == 1 and f"lost ps:0 at 127.0.0.1:{c.ports[0]}" in c.log(1), c.dump()
 
 
 @pytest.mark.tf
@@ -359,10 +363,13 @@ sys.exit(rc)
 REPORTER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from tf_for_slurm.runtime import report_done
-for idx in {indices}:
-    assert report_done("grpc://127.0.0.1:{ps_port}", 1, 2, idx, timeout_s=20)
-    print("REPORTED", idx, time.time(), flush=True)
+from tf_for_slurm.plan import localhost_plan
+from tf_for_slurm.runtime import device_filters, report_done, start_server
+plan = localhost_plan(["ps", "worker", "worker"], {ports}, {rank})
+server = start_server(plan)  # a worker reports through its own server, as launch() does
+for _ in range({times}):
+    assert report_done(server.target, 1, 2, {rank} - 1, device_filters=device_filters(plan), timeout_s=20)
+    print("REPORTED", time.time(), flush=True)
 """
 
 
@@ -392,28 +399,19 @@ def test_duplicate_reports_do_not_end_ps_early():
     ps = _ps_only(ports, grace=200, timeout=200)
     try:
         _wait_line(ps, "READY", 150)
-        # the 'workers' are other processes' ports that accept TCP: keep two listeners up
-        listeners = []
-        for p in ports[1:]:
-            s = socket.socket()
-            s.bind(("127.0.0.1", p))
-            s.listen()
-            listeners.append(s)
-        subprocess.run([sys.executable, "-c", REPORTER.format(root=str(ROOT), indices=[0, 0], ps_port=ports[0])],
+        subprocess.run([sys.executable, "-c", REPORTER.format(root=str(ROOT), ports=ports, rank=1, times=2)],
                        env=CHILD_ENV, check=True, timeout=150, capture_output=True)
         # give a (buggy) ps a fair chance to exit on the duplicate: poll it for 3 s
         end = time.time() + 3.0
         while time.time() < end and ps.poll() is None:
             time.sleep(0.05)
         assert ps.poll() is None, "ps exited after a duplicate report"
-        rep = subprocess.run([sys.executable, "-c", REPORTER.format(root=str(ROOT), indices=[1], ps_port=ports[0])],
+        rep = subprocess.run([sys.executable, "-c", REPORTER.format(root=str(ROOT), ports=ports, rank=2, times=1)],
                              env=CHILD_ENV, check=True, timeout=150, capture_output=True, text=True)
         t_report = float(rep.stdout.split()[-1])
         assert ps.wait(timeout=30) == 0
         t_exit = float(_wait_line(ps, "RC", 5).split()[2])  # stamped by the ps just before exiting
         assert t_exit - t_report <= 1.0, t_exit - t_report
-        for s in listeners:
-            s.close()
     finally:
         if ps.poll() is None:
             ps.kill()

@@ -5,7 +5,7 @@
 
 Appends JSON lines {"rank", "role", "event", "t"} to --events (wall-clock seconds) so the test
 can measure shutdown latencies across processes.  Exit status: launch's return, 2 for a
-TfSlurmError (one line on stderr, as the CLI does), 1 for a training exception.
+TfSlurmError's exit_code (one line on stderr, as the CLI does), 1 for a training exception.
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ def main() -> int:
                     barrier_timeout=120, print_every_n_steps=20)
     except TfSlurmError as exc:
         print(f"train_task: {exc}", file=sys.stderr)
-        event(args.events, args.rank, role, "exit", rc=2)
-        return 2
+        event(args.events, args.rank, role, "exit", rc=exc.exit_code)
+        return exc.exit_code
     except Exception as exc:  # the training failure, after launch reported it
         event(args.events, args.rank, role, "exit", rc=1, error=str(exc))
         raise

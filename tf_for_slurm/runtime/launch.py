@@ -20,13 +20,17 @@ Who is chief: the task with role 'chief' when the plan has one; otherwise worker
 
 from __future__ import annotations
 
+import _thread
 import logging
 import os
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from ..errors import UsageError, bad_value
+from ..errors import TfSlurmError, UsageError, bad_value
+from ..liveness import port_accepts
 from ..plan import ClusterPlan
 from .done_queue import report_done, reporter_index, reporter_tasks
 from .hooks import BarrierOnChiefHook, PrintStepHook
@@ -140,6 +144,66 @@ def _context(server: Any, plan: ClusterPlan, gpu_memory_fraction: Optional[float
                         session_config=session_config(plan, gpu_memory_fraction=gpu_memory_fraction))
 
 
+class PsLost(TfSlurmError):
+    """A parameter server stopped answering while this task was training."""
+
+    exit_code = 1
+
+
+class _PsWatchdog:
+    """While training runs, end this task if a ps that was up stops accepting connections.
+
+    Without it a worker whose ps died (killed, or exited because another worker failed) sits
+    in MonitoredSession's recovery loop for up to `max_wait_secs` (2 h by default).  The ps
+    only leaves after this task reported, i.e. after training, so during training a closed ps
+    port is always a failure.  First the main thread is interrupted (so `finally` blocks and
+    the training exception path run); if it is stuck in C++ for another `liveness_timeout`,
+    the process exits with status 1.
+    """
+
+    def __init__(self, ps_tasks: list, liveness_timeout: float):
+        self.ps_tasks = ps_tasks
+        self.liveness_timeout = liveness_timeout
+        self.fired: Optional[str] = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tf_for_slurm-ps-watchdog", daemon=True)
+
+    def __enter__(self) -> "_PsWatchdog":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        period = min(0.5, max(0.05, self.liveness_timeout / 10))
+        seen_up: set = set()
+        down_since: dict = {}
+        while not self._stop.wait(period):
+            now = time.monotonic()
+            for t in self.ps_tasks:
+                if port_accepts(t.host, t.port, timeout=period):
+                    seen_up.add(t.rank)
+                    down_since.pop(t.rank, None)
+                elif t.rank in seen_up:
+                    if now - down_since.setdefault(t.rank, now) >= self.liveness_timeout / 2:
+                        self._fire(t)
+                        return
+
+    def _fire(self, task: Any) -> None:
+        if self._stop.is_set():
+            return
+        self.fired = f"lost {task.role}:{task.index} at {task.address}: its port closed during training"
+        log.error("%s; stopping this task", self.fired)
+        _thread.interrupt_main()
+        if not self._stop.wait(self.liveness_timeout):
+            log.error("training did not stop within %.1fs of the interrupt; exiting with status 1",
+                      self.liveness_timeout)
+            logging.shutdown()
+            os._exit(1)
+
+
 def _fast_exit(status: int) -> None:
     """Leave now with `status`, skipping interpreter teardown (nothing of a ps needs it)."""
     log.info("ps exiting with status %d", status)
@@ -157,7 +221,7 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
            gpu_memory_fraction: Optional[float] = None, liveness_timeout: float = 5.0,
            startup_grace: float = 120.0, timeout: Optional[float] = None, barrier: bool = False,
            barrier_timeout: float = 300.0, print_every_n_steps: Optional[int] = None,
-           report_timeout: float = 30.0, ps_fast_exit: bool = True) -> int:
+           report_timeout: float = 30.0, ps_fast_exit: bool = True, watch_ps: bool = True) -> int:
     """Run this task's part of the cluster; return its exit status (callers `sys.exit` it)."""
     if not callable(train_fn):
         raise UsageError(bad_value("train_fn", train_fn, "a callable taking a TrainContext"))
@@ -183,9 +247,17 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         return 0
     idx = reporter_index(plan)
     report = dict(device_filters=device_filters(plan), timeout_s=report_timeout)
+    watchdog = _PsWatchdog(plan.tasks_with_role("ps"), liveness_timeout) if watch_ps else None
     try:
-        train_fn(ctx)
-    except BaseException:
+        if watchdog is None:
+            train_fn(ctx)
+        else:
+            with watchdog:
+                train_fn(ctx)
+    except BaseException as exc:
+        if watchdog is not None and watchdog.fired:
+            # the ps is gone: nobody to report to, and the interrupt is ours, not the user's
+            raise PsLost(f"{me.role}:{me.index}: {watchdog.fired}") from exc
         log.error("%s:%d training raised; reporting the failure to the ps", me.role, me.index)
         report_done(server.target, ctx.num_ps, ctx.num_workers, idx, failed=True, **report)
         raise
