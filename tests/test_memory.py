@@ -284,3 +284,35 @@ def test_command_line_exit_codes():
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.count("\n") == 1 and "SLURM_MEM_PER_CPU='abc': expected" in bad.stderr
+
+
+# -- against the real local Slurm cluster ----------------------------------------------------
+MEM_JOB = """#!/bin/bash
+set -euo pipefail
+MEM=$("$PYTHON" -m tf_for_slurm mem --per cpu --cpus-per-task "$CPT" \\
+      --partition-info <(scontrol show partition) --node-info <(scontrol show node))
+echo "mem_per_cpu=$MEM"
+srun --mpi=none -n "$SLURM_NTASKS" -c "$CPT" --mem-per-cpu="${MEM}M" true
+echo "srun ok"
+"""
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("sbatch_args,cpt,expected", [
+    (["-N2", "--ntasks-per-node=3"], 1, 1024),  # SLURM_MEM_PER_CPU from the partition's DefMemPerCPU
+    (["-N3", "-n6", "--mem=1500M"], 1, 375),  # SLURM_MEM_PER_NODE=1500, busiest node holds 4 tasks
+    (["-N2", "-n4", "-c2", "--mem=3000M"], 2, 750),  # 2 tasks x 2 CPUs per node share 3000 MB
+])
+def test_answer_is_accepted_by_srun(slurm_cluster, tmp_path, sbatch_args, cpt, expected):
+    """The number `tf-slurm mem` prints is what srun --mem-per-cpu accepts inside the allocation."""
+    from slurm_harness import PYTHON
+
+    script = tmp_path / "job.sh"
+    script.write_text(MEM_JOB)
+    job, rc = slurm_cluster.sbatch_wait([*sbatch_args, "-o", str(tmp_path / "out-%j.txt"), str(script)],
+                                        timeout=120, env={"PYTHON": PYTHON, "CPT": str(cpt),
+                                                          "PYTHONPATH": str(REPO)})
+    out = (tmp_path / f"out-{job}.txt").read_text()
+    assert rc == 0, out
+    assert f"mem_per_cpu={expected}\n" in out and "srun ok" in out

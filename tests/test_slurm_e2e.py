@@ -248,3 +248,37 @@ def _environ(pid: int) -> Dict[str, str]:
     except OSError:
         return {}
     return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+
+
+# -- the generic template (tf_slurm_job.sh) -------------------------------------------------------
+@pytest.mark.timeout(300)
+def test_generic_template_runs_unmodified_script(slurm_cluster, tmp_path):
+    """sbatch tf_slurm_job.sh SCRIPT ARGS: 1 ps (server.join()) + 3 workers, job COMPLETED."""
+    out = tmp_path / "job-%j.out"
+    job, rc = slurm_cluster.sbatch_wait(
+        ["-N3", "-n4", "-o", str(out), str(JOB_TEMPLATE), str(TASKS / "tf_config_train.py"), "200", str(tmp_path)],
+        timeout=240, env={"PYTHON": _python(), "IB": "NoIB", "NUM_PS": "1", "TF_SLURM_REPO": str(REPO),
+                          "MODEL_DIR": str(tmp_path / "model")}, cwd=str(tmp_path))
+    log = (tmp_path / f"job-{job}.out").read_text()
+    assert rc == 0, log[-4000:]
+    assert slurm_cluster.show_job(job)["JobState"] == "COMPLETED"
+    assert len(re.findall(r"worker \d+ done at", log)) == 3, log[-4000:]
+    assert "4 tasks on node[1-3] (1 ps), 1 CPU(s) and 1024 MB per CPU" in log
+    assert "srun exit status 0" in log
+
+
+# -- template input checks (no cluster needed) --------------------------------------------------
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("template", [TEMPLATE, JOB_TEMPLATE], ids=["mnist", "generic"])
+@pytest.mark.parametrize("env,needle", [
+    ({}, "SLURM_JOB_ID is not set"),
+    ({"SLURM_JOB_ID": "1", "IB": "Infiniband"}, "IB='Infiniband': expected IB or NoIB"),
+    ({"SLURM_JOB_ID": "1", "NUM_PS": "x"}, "NUM_PS='x'"),
+    ({"SLURM_JOB_ID": "1", "SYNC": "yes"}, "SYNC='yes': expected 0 or 1"),
+])
+def test_template_rejects_bad_settings(template, env, needle):
+    args = [str(template)] + (["train.py"] if template == JOB_TEMPLATE else [])
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    res = subprocess.run(["bash", *args], env={**clean, **env}, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2, res.stderr
+    assert needle in res.stderr and res.stderr.count("\n") == 1

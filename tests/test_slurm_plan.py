@@ -119,3 +119,23 @@ def test_ib_address_template(slurm_cluster):
     assert res.returncode == 0, res.stderr[-3000:]
     pairs = [json.loads(line) for line in res.stdout.splitlines()]
     assert sorted(pairs) == [["node1", "node1-ib"], ["node2", "node2-ib"], ["node3", "node3-ib"]]
+
+
+@pytest.mark.timeout(120)
+def test_harness_up_is_idempotent_and_env_points_at_cluster(slurm_cluster):
+    """A second `up` leaves the running daemons alone; `env` names the cluster's slurm.conf."""
+    import subprocess
+
+    pidfiles = sorted((slurm_cluster.dir / "run").glob("*.pid"))
+    assert {p.name for p in pidfiles} >= {"munged.pid", "slurmctld.pid", "slurmd-node1.pid", "slurmd-node3.pid"}
+    before = {p.name: p.read_text().strip() for p in pidfiles}
+    script = REPO / "scripts" / "local_slurm.sh"
+    up = subprocess.run(["bash", str(script), "up"], capture_output=True, text=True, timeout=90)
+    assert up.returncode == 0, up.stderr
+    assert {p.name: p.read_text().strip() for p in pidfiles} == before
+    status = subprocess.run(["bash", str(script), "status"], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0 and status.stdout.count(" idle") == 3, status.stdout
+    env = subprocess.run(["bash", str(script), "env"], capture_output=True, text=True, timeout=30).stdout
+    assert f"export SLURM_CONF={slurm_cluster.dir}/etc/slurm.conf" in env
+    bad = subprocess.run(["bash", str(script), "up", "--nodes", "zero"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "--nodes='zero': expected a positive integer" in bad.stderr
