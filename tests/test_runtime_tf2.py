@@ -28,6 +28,10 @@ import tf2_cluster  # noqa: E402
 
 HAVE_TF = importlib.util.find_spec("tensorflow") is not None
 needs_tf = pytest.mark.skipif(not HAVE_TF, reason="TensorFlow is not installed")
+# Keras 3 `fit` fails under both strategies in TF 2.21; tf_keras is the documented way to use fit.
+needs_tf_keras = pytest.mark.skipif(
+    importlib.util.find_spec("tf_keras") is None,
+    reason="tf_keras is not installed (pip install --no-deps tf-keras==2.21.0)")
 
 
 # -- pure: no TensorFlow -----------------------------------------------------------------------
@@ -231,15 +235,12 @@ def test_shutdown_is_bounded_when_a_task_accepts_tcp_but_never_answers(tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["report"]["ps:0"] == "not listening"
-    assert not result["report"]["worker:0"].startswith("ok")
-    assert result["elapsed"] < 3.0 + 2.0, result
+    assert result["report"]["worker:0"] != "ok"
+    assert result["elapsed"] < 2 * 3.0 + 2.0, result
 
 
-@pytest.mark.tf
-@needs_tf
-@pytest.mark.timeout(180)
-def test_mwms_two_workers_custom_loop_identical_weights(tmp_path):
-    job = tf2_cluster.start("mwms_task.py", ["worker", "worker"], str(tmp_path), ("--steps", "10"))
+def _run_mwms(tmp_path, extra: tuple = ()) -> None:
+    job = tf2_cluster.start("mwms_task.py", ["worker", "worker"], str(tmp_path), ("--steps", "10") + extra)
     try:
         job.wait(timeout=150)
     finally:
@@ -253,3 +254,34 @@ def test_mwms_two_workers_custom_loop_identical_weights(tmp_path):
     assert w0["final"] == w1["final"]
     assert w0["final"] != w0["initial"]
     assert w0["losses"][-1] < w0["losses"][0]
+
+
+@pytest.mark.tf
+@needs_tf
+@pytest.mark.timeout(180)
+def test_mwms_two_workers_custom_loop_identical_weights(tmp_path):
+    _run_mwms(tmp_path)
+
+
+@pytest.mark.tf
+@needs_tf
+@needs_tf_keras
+@pytest.mark.timeout(180)
+def test_mwms_two_workers_tf_keras_fit_identical_weights(tmp_path):
+    _run_mwms(tmp_path, ("--keras-fit",))
+
+
+@pytest.mark.tf
+@needs_tf
+@needs_tf_keras
+@pytest.mark.timeout(180)
+def test_pss_tf_keras_fit_every_process_exits_0(tmp_path):
+    job = tf2_cluster.start("pss_task.py", ["chief", "ps", "worker"], str(tmp_path), ("--steps", "12", "--keras-fit"))
+    try:
+        job.wait(timeout=150)
+    finally:
+        job.kill_all()
+    assert [p.returncode for p in job.procs] == [0, 0, 0], _fail_msg(job)
+    result = json.loads((tmp_path / "chief.json").read_text())
+    assert result["w_device"].startswith("/job:ps/")
+    assert result["last_loss"] < result["first_loss"]

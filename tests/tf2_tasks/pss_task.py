@@ -4,7 +4,9 @@ usage: pss_task.py --roles chief,ps,worker --ports P0,P1,P2 --rank R --out DIR [
 
 The chief trains a tiny linear model with a ClusterCoordinator custom loop and writes
 DIR/chief.json; in --mode hang it writes DIR/ready after its first steps and then blocks (the
-test SIGKILLs it); in --mode fail its train_fn raises. ps/worker tasks serve until done. Every task
+test SIGKILLs it); in --mode fail its train_fn raises. With --keras-fit the chief trains with
+tf_keras (TF_USE_LEGACY_KERAS=1) `model.fit(DatasetCreator(...))` instead (Keras 3 `fit` fails
+under ParameterServerStrategy in TF 2.21). ps/worker tasks serve until done. Every task
 writes DIR/<role><index>.exit with its status and a wall-clock timestamp just before it exits.
 """
 
@@ -33,7 +35,10 @@ def main() -> int:
     ap.add_argument("--liveness-timeout", type=float, default=3.0)
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--fast-exit", action="store_true", help="leave through tf2.exit_now (skip TF teardown)")
+    ap.add_argument("--keras-fit", action="store_true")
     args = ap.parse_args()
+    if args.keras_fit:
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"  # before TensorFlow is imported
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     plan = localhost_plan(args.roles.split(","), [int(p) for p in args.ports.split(",")], args.rank)
     me = plan.me
@@ -42,6 +47,8 @@ def main() -> int:
         import numpy as np
         import tensorflow as tf
 
+        if args.keras_fit:
+            return keras_fit(strategy)
         coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         true_w = tf.constant([[1.0], [-2.0], [3.0], [0.5]])
         with strategy.scope():
@@ -72,6 +79,27 @@ def main() -> int:
             json.dump({"first_loss": values[0], "last_loss": values[-1], "steps": len(values),
                        "w": np.asarray(w.numpy()).ravel().tolist(), "b": float(b.numpy()),
                        "w_device": w.device, "end_time": time.time()}, f)
+
+    def keras_fit(strategy):
+        import numpy as np
+        import tensorflow as tf
+        import tf_keras
+
+        def dataset_fn(input_context):
+            rng = np.random.default_rng(input_context.input_pipeline_id)
+            x = rng.uniform(size=(256, 4)).astype("float32")
+            y = (x @ np.array([[1.0], [-2.0], [3.0], [0.5]], "float32") + 0.25).astype("float32")
+            return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256).batch(32).repeat()
+
+        with strategy.scope():
+            model = tf_keras.Sequential([tf_keras.Input((4,)), tf_keras.layers.Dense(1)])
+            model.compile(tf_keras.optimizers.SGD(0.2), loss="mse", steps_per_execution=2)
+        history = model.fit(tf_keras.utils.experimental.DatasetCreator(dataset_fn), epochs=3,
+                            steps_per_epoch=max(2, args.steps // 3), verbose=0)
+        with open(os.path.join(args.out, "chief.json"), "w") as f:
+            json.dump({"first_loss": history.history["loss"][0], "last_loss": history.history["loss"][-1],
+                       "steps": 3 * max(2, args.steps // 3), "w_device": model.weights[0].device,
+                       "w": np.asarray(model.get_weights()[0]).ravel().tolist(), "end_time": time.time()}, f)
 
     status = 99
     try:

@@ -193,7 +193,7 @@ def parameter_server_strategy(plan: Optional[ClusterPlan] = None, variable_parti
                                                                    variable_partitioner=variable_partitioner)
     # Tell every server the coordinator is up, so that from now on its death counts as a failure.
     for name, outcome in _enqueue_all(plan, _HELLO, timeout=10.0).items():
-        if not outcome.startswith("ok"):
+        if outcome != "ok":
             log.warning("could not tell %s that the coordinator is up (%s)", name, outcome)
     return strategy
 
@@ -227,7 +227,7 @@ def _positive(name: str, value: object) -> float:
 
 
 def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float = 3.0, poll: float = 1.0,
-                     startup_timeout: float = 600.0, server_config: Any = None) -> int:
+                     startup_timeout: float = 600.0, linger: float = 2.0, server_config: Any = None) -> int:
     """On a ps/worker task: run this task's server until the coordinator says done; return a status.
 
     Returns the status the coordinator enqueued (0 after a normal end). Returns
@@ -236,8 +236,13 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
     and EXIT_COORDINATOR_NEVER_SEEN when it shows no sign of life within `startup_timeout` s
     (it imports TensorFlow and waits for every server first, so this grace is long).
     A lost coordinator is detected within about poll + liveness_timeout + poll seconds.
+
+    After 'done' the server stays up until the coordinator's port closes, at most `linger` s:
+    leaving at once can drop the reply to the coordinator's enqueue (or its session close), and
+    TensorFlow's client then retries for its whole timeout, delaying the coordinator's exit.
     """
     liveness_timeout = _positive("liveness_timeout", liveness_timeout)
+    linger = _positive("linger", linger)
     poll = _positive("poll", poll)
     startup_timeout = _positive("startup_timeout", startup_timeout)
     plan = _plan_or_env(plan)
@@ -272,6 +277,7 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
                     continue
                 log.info("%s:%d: coordinator %s said done (status %d)", me.role, me.index, coordinator.address,
                          status)
+                _linger(coordinator, linger)
                 return status
             now = time.monotonic()
             if port_accepts(coordinator.host, coordinator.port, timeout=min(0.5, poll)):
@@ -296,51 +302,63 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
                 return EXIT_COORDINATOR_LOST
 
 
-_SENT_THEN_GONE = "ok (the server exited after the enqueue was sent)"
+def _linger(coordinator: Task, linger: float) -> None:
+    """Wait until the coordinator's port closes, or `linger` s (see serve_until_done)."""
+    deadline = time.monotonic() + linger
+    while time.monotonic() < deadline and port_accepts(coordinator.host, coordinator.port, timeout=0.2):
+        time.sleep(0.05)
 
 
-def _enqueue_one(task: Task, value: int, timeout: float, results: dict, sent: set) -> None:
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def _enqueue_one(task: Task, value: int, timeout: float, results: dict) -> None:
     try:
         if not port_accepts(task.host, task.port, timeout=min(1.0, timeout)):
-            results.setdefault(task.rank, "not listening")
+            results[task.rank] = "not listening"
             return
         import tensorflow as tf
 
         graph = tf.Graph()
         with graph.as_default():
             enqueue = _done_queue(tf, task).enqueue(tf.constant(value, tf.int32))
-        with tf.compat.v1.Session(f"grpc://{task.address}", graph=graph,
-                                  config=_session_config(task, timeout * 1000)) as sess:
-            sent.add(task.rank)
+        sess = tf.compat.v1.Session(f"grpc://{task.address}", graph=graph,
+                                    config=_session_config(task, timeout * 1000))
+        try:
             sess.run(enqueue)
-            results.setdefault(task.rank, "ok")  # before close: closing may outlive the server
+        finally:
+            try:
+                sess.close()
+            except Exception as exc:  # told already; only the close failed
+                log.debug("closing the session to %s:%d failed: %s", task.role, task.index, _one_line(exc))
+        results[task.rank] = "ok"
     except Exception as exc:  # one unreachable task must not stop the others being told
-        results.setdefault(task.rank, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        results[task.rank] = _one_line(exc)
 
 
 def _enqueue_all(plan: ClusterPlan, value: int, timeout: float) -> dict:
     """Enqueue `value` into every ps/worker task's queue, in parallel, within about `timeout` s.
 
-    A server told 'done' exits at once, sometimes before the reply to our enqueue has left it;
-    TensorFlow's client then retries until the operation timeout. So while an enqueue is in
-    flight we probe the task's port: once it is closed, the server has gone and waiting on is
-    pointless (it is reported as told; a server that died of something else would look the same).
+    Threads, not a loop, so one unresponsive task costs `timeout` once, not once per task. We
+    wait for every thread to finish (each is bounded by the session's operation timeout): a thread
+    still inside TensorFlow when the interpreter shuts down aborts the whole process
+    ("FATAL: exception not rethrown"). Daemon threads all the same, so a wedged one cannot keep
+    the coordinator alive forever.
     """
     targets = plan.tasks_with_role("ps") + plan.tasks_with_role("worker")
     results: dict = {}
-    sent: set = set()
-    for t in targets:  # daemon threads: one stuck in gRPC cannot keep the coordinator alive
-        threading.Thread(target=_enqueue_one, args=(t, value, timeout, results, sent), daemon=True,
-                         name=f"tf-slurm-enqueue-{t.role}{t.index}").start()
-    deadline = time.monotonic() + timeout + 1.0
-    while time.monotonic() < deadline:
-        pending = [t for t in targets if t.rank not in results]
-        if not pending:
-            break
-        for t in pending:
-            if t.rank in sent and not port_accepts(t.host, t.port, timeout=0.2):
-                results.setdefault(t.rank, _SENT_THEN_GONE)
-        time.sleep(0.01)
+    threads = [threading.Thread(target=_enqueue_one, args=(t, value, timeout, results), daemon=True,
+                                name=f"tf-slurm-enqueue-{t.role}{t.index}") for t in targets]
+    for th in threads:
+        th.start()
+    deadline = time.monotonic() + 2 * timeout + 1.0  # TF may apply the timeout twice across a retry
+    for th in threads:
+        th.join(max(0.0, deadline - time.monotonic()))
+    stuck = [th.name for th in threads if th.is_alive()]
+    if stuck:
+        log.warning("enqueue threads still blocked in TensorFlow after %.0f s: %s", 2 * timeout + 1.0, stuck)
     return {f"{t.role}:{t.index}": results.get(t.rank, f"no answer within {timeout} s") for t in targets}
 
 
@@ -349,7 +367,7 @@ def shutdown_cluster(plan: Optional[ClusterPlan] = None, status: int = 0, timeou
 
     All tasks are told in parallel. A task that is already gone (port closed) or does not answer
     within `timeout` s is reported and skipped, so the coordinator never hangs at its end.
-    Returns {"ps:0": "ok..." | reason, ...}.
+    Returns {"ps:0": "ok" | reason, ...}.
     """
     timeout = _positive("timeout", timeout)
     if isinstance(status, bool) or not isinstance(status, int) or not 0 <= status <= 255:
@@ -358,8 +376,8 @@ def shutdown_cluster(plan: Optional[ClusterPlan] = None, status: int = 0, timeou
     _pss_check(plan)
     report = _enqueue_all(plan, status, timeout)
     for name, outcome in report.items():
-        if outcome.startswith("ok"):
-            log.info("shutdown: %s told to exit with status %d%s", name, status, outcome[2:])
+        if outcome == "ok":
+            log.info("shutdown: %s told to exit with status %d", name, status)
         else:
             log.warning("shutdown: %s not told (%s)", name, outcome)
     return report
