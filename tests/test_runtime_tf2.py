@@ -105,6 +105,31 @@ def test_shutdown_skips_tasks_that_are_gone_without_tensorflow():
     assert time.monotonic() - t0 < 3.0
 
 
+def _fake_step(monkeypatch, slot: int, **extra: str) -> None:
+    from envs import step_env  # tests/envs.py: the variables srun sets
+
+    for name in [k for k in os.environ if k.startswith(("SLURM_", "TF_SLURM_"))]:
+        monkeypatch.delenv(name)
+    for name, value in step_env("n1", "3", slot=slot, TF_SLURM_ADDRESS="template:127.0.0.1", **extra).items():
+        monkeypatch.setenv(name, value)
+
+
+def test_plans_from_the_slurm_environment_follow_each_strategy(monkeypatch):
+    _fake_step(monkeypatch, slot=1)
+    mwms_plan = tf2._plan_or_env(None, "mwms")  # MWMS: no ps by default
+    assert [t.role for t in mwms_plan.tasks] == ["worker", "worker", "worker"]
+    assert tf2.mwms_tf_config(mwms_plan)["task"] == {"type": "worker", "index": 1}
+    pss_plan = tf2._plan_or_env(None, "pss")  # PSS: a chief (the coordinator) by default
+    assert [t.role for t in pss_plan.tasks] == ["ps", "chief", "worker"]
+    assert pss_plan.me.role == "chief"
+    # an explicit ListOfTFTasks wins, and MWMS then refuses its ps clearly
+    _fake_step(monkeypatch, slot=0, TF_SLURM_TASKS="ps,worker,worker")
+    with pytest.raises(PlanError, match="takes no 'ps'"):
+        tf2.multi_worker_mirrored_strategy()
+    with pytest.raises(PlanError, match="exactly one 'chief'"):
+        tf2.run_parameter_server_strategy(lambda strategy, plan: None)
+
+
 def test_importing_tf2_runtime_does_not_import_tensorflow():
     code = "import sys, tf_for_slurm.runtime.tf2; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
@@ -172,6 +197,22 @@ def test_pss_coordinator_sigkill_servers_exit_nonzero_within_10s_naming_it(tmp_p
         assert p.exit_time - killed_at <= 10.0, (name, p.exit_time - killed_at)
         error_lines = [l for l in p.log().splitlines() if " ERROR " in l]
         assert any(coordinator in l for l in error_lines), _fail_msg(job)
+
+
+@pytest.mark.tf
+@needs_tf
+@pytest.mark.timeout(120)
+def test_pss_servers_give_up_when_the_coordinator_never_starts(tmp_path):
+    job = tf2_cluster.start("pss_task.py", ["chief", "ps", "worker"], str(tmp_path),
+                            ("--startup-timeout", "3", "--fast-exit"), skip=(0,))
+    try:
+        job.wait(timeout=90)
+    finally:
+        job.kill_all()
+    coordinator = f"chief:0 at 127.0.0.1:{job.ports[0]}"
+    for p in job.procs:
+        assert not p.killed_at_deadline and p.returncode == tf2.EXIT_COORDINATOR_NEVER_SEEN, _fail_msg(job)
+        assert any(" ERROR " in l and coordinator in l for l in p.log().splitlines()), _fail_msg(job)
 
 
 @pytest.mark.tf

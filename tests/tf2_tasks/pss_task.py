@@ -34,6 +34,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--liveness-timeout", type=float, default=3.0)
     ap.add_argument("--poll", type=float, default=1.0)
+    ap.add_argument("--startup-timeout", type=float, default=600.0)
     ap.add_argument("--fast-exit", action="store_true", help="leave through tf2.exit_now (skip TF teardown)")
     ap.add_argument("--keras-fit", action="store_true")
     args = ap.parse_args()
@@ -105,7 +106,8 @@ def main() -> int:
     try:
         status = tf2.run_parameter_server_strategy(
             train, plan, **({} if me.role == "chief" else
-                            {"liveness_timeout": args.liveness_timeout, "poll": args.poll}))
+                            {"liveness_timeout": args.liveness_timeout, "poll": args.poll,
+                             "startup_timeout": args.startup_timeout}))
     finally:
         with open(os.path.join(args.out, f"{me.role}{me.index}.exit"), "w") as f:
             json.dump({"status": status, "time": time.time()}, f)

@@ -89,8 +89,8 @@ def _env() -> dict:
     return env
 
 
-def start(script: str, roles: list, out: str, extra: tuple = ()) -> Job:
-    """Start `script` once per role on fresh ports; each task logs to out/log.<name>."""
+def start(script: str, roles: list, out: str, extra: tuple = (), skip: tuple = ()) -> Job:
+    """Start `script` once per role on fresh ports (except ranks in `skip`); logs in out/log.<name>."""
     ports = free_ports(len(roles))
     job = Job(ports=ports)
     counters: dict = {}
@@ -98,6 +98,8 @@ def start(script: str, roles: list, out: str, extra: tuple = ()) -> Job:
         index = counters.get(role, 0)
         counters[role] = index + 1
         name = f"{role}{index}"
+        if rank in skip:
+            continue
         log_path = os.path.join(out, f"log.{name}")
         with open(log_path, "w") as log:
             popen = subprocess.Popen(

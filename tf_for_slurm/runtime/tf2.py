@@ -57,18 +57,24 @@ _QUEUE_PREFIX = "tf_slurm_tf2_done"
 
 # -- plans -------------------------------------------------------------------------------------
 
-def _plan_or_env(plan: Optional[ClusterPlan], default_ps: Optional[int] = None) -> ClusterPlan:
-    """The given plan, or one built from the Slurm environment (imported lazily: written apart)."""
+def _plan_or_env(plan: Optional[ClusterPlan], strategy: str) -> ClusterPlan:
+    """The given plan, or one built from the Slurm environment with this strategy's defaults.
+
+    Defaults apply only where the user set no roles (TF_SLURM_TASKS / TF_SLURM_PS): MWMS wants
+    no ps; ParameterServerStrategy wants a chief (its coordinator).
+    """
     if plan is not None:
         if not isinstance(plan, ClusterPlan):
             raise UsageError(bad_value("plan", type(plan).__name__, "a tf_for_slurm ClusterPlan or None"))
         return plan
-    from .. import plan_from_env  # noqa: WPS433 (lazy: avoids an import cycle and keeps core light)
+    from .. import plan_from_env  # lazy: keeps `import tf_for_slurm.runtime.tf2` light
 
-    explicit = os.environ.get("TF_SLURM_TASKS") or os.environ.get("TF_SLURM_PS")
-    if default_ps is not None and not explicit:
-        return plan_from_env(ps=default_ps)
-    return plan_from_env()
+    kwargs: dict = {}
+    if strategy == "mwms" and not (os.environ.get("TF_SLURM_TASKS") or os.environ.get("TF_SLURM_PS")):
+        kwargs["ps"] = 0
+    if strategy == "pss" and not os.environ.get("TF_SLURM_TASKS"):
+        kwargs["chief"] = True
+    return plan_from_env(**kwargs)
 
 
 def _cluster_dict(plan: ClusterPlan) -> dict:
@@ -125,7 +131,7 @@ def multi_worker_mirrored_strategy(plan: Optional[ClusterPlan] = None, **strateg
     collective server from it), hence the side effect. Without `plan`, the plan comes from the
     Slurm environment with no ps unless TF_SLURM_TASKS/TF_SLURM_PS say otherwise.
     """
-    plan = _plan_or_env(plan, default_ps=0)
+    plan = _plan_or_env(plan, "mwms")
     config = mwms_tf_config(plan)
     os.environ["TF_CONFIG"] = json.dumps(config)
     log.info("MultiWorkerMirroredStrategy: %s:%d of %s", config["task"]["type"], config["task"]["index"],
@@ -176,7 +182,7 @@ def parameter_server_strategy(plan: Optional[ClusterPlan] = None, variable_parti
     Waits (up to `wait_timeout` s) until every ps/worker port accepts TCP first, so a coordinator
     that starts before its servers fails with a list of the missing ones instead of a gRPC error.
     """
-    plan = _plan_or_env(plan)
+    plan = _plan_or_env(plan, "pss")
     chief = _pss_check(plan)
     me = plan.me
     if me.rank != chief.rank:
@@ -245,7 +251,7 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
     linger = _positive("linger", linger)
     poll = _positive("poll", poll)
     startup_timeout = _positive("startup_timeout", startup_timeout)
-    plan = _plan_or_env(plan)
+    plan = _plan_or_env(plan, "pss")
     coordinator = _pss_check(plan)
     me = plan.me
     if me.role not in ("ps", "worker"):
@@ -372,7 +378,7 @@ def shutdown_cluster(plan: Optional[ClusterPlan] = None, status: int = 0, timeou
     timeout = _positive("timeout", timeout)
     if isinstance(status, bool) or not isinstance(status, int) or not 0 <= status <= 255:
         raise UsageError(bad_value("status", status, "an exit status int in [0, 255]"))
-    plan = _plan_or_env(plan)
+    plan = _plan_or_env(plan, "pss")
     _pss_check(plan)
     report = _enqueue_all(plan, status, timeout)
     for name, outcome in report.items():
@@ -413,7 +419,7 @@ def run_parameter_server_strategy(train_fn: Callable[[Any, ClusterPlan], Any],
     """
     if not callable(train_fn):
         raise UsageError(bad_value("train_fn", train_fn, "a callable train_fn(strategy, plan)"))
-    plan = _plan_or_env(plan)
+    plan = _plan_or_env(plan, "pss")
     _pss_check(plan)
     me = plan.me
     if me.role in ("ps", "worker"):
