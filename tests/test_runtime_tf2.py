@@ -183,6 +183,12 @@ def test_pss_coordinator_sigkill_servers_exit_nonzero_within_10s_naming_it(tmp_p
     try:
         ready = tf2_cluster.wait_for_file(str(tmp_path / "ready"), timeout=120, job=job)
         assert ready, _fail_msg(job)
+        # while the coordinator lives (its port open, no 'done') the servers must keep serving,
+        # for longer than poll + liveness_timeout + poll (1 + 3 + 1 s): no false 'coordinator lost'
+        window_end = time.monotonic() + 6.0
+        while time.monotonic() < window_end:
+            assert all(p.popen.poll() is None for p in job.procs), _fail_msg(job)
+            time.sleep(0.2)
         chief = job.by_name("chief0")
         killed_at = time.time()
         chief.popen.send_signal(signal.SIGKILL)

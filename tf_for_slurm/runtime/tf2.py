@@ -369,10 +369,11 @@ def _enqueue_all(plan: ClusterPlan, value: int, timeout: float) -> dict:
 
 
 def shutdown_cluster(plan: Optional[ClusterPlan] = None, status: int = 0, timeout: float = 10.0) -> dict:
-    """On the coordinator: tell every ps/worker server to exit with `status`; bounded by `timeout`.
+    """On the coordinator: tell every ps/worker server to exit with `status`; bounded in time.
 
-    All tasks are told in parallel. A task that is already gone (port closed) or does not answer
-    within `timeout` s is reported and skipped, so the coordinator never hangs at its end.
+    All tasks are told in parallel. A task that is already gone (port closed) is skipped at once;
+    one that does not answer is given up after `timeout` s (at worst about 2 * timeout + 1 s, as
+    TensorFlow may restart its RPC deadline on a retry), so the coordinator never hangs at its end.
     Returns {"ps:0": "ok" | reason, ...}.
     """
     timeout = _positive("timeout", timeout)
@@ -415,7 +416,8 @@ def run_parameter_server_strategy(train_fn: Callable[[Any, ClusterPlan], Any],
     The chief builds the strategy, calls ``train_fn(strategy, plan)`` and, whatever happens, tells
     the servers to exit (status 0, or EXIT_TRAINING_FAILED when train_fn raised; the exception is
     re-raised). ps and worker tasks serve until done (see `serve_until_done`, which takes
-    `serve_kwargs`). Use it as ``sys.exit(run_parameter_server_strategy(train))``.
+    `serve_kwargs`). Use it as ``sys.exit(run_parameter_server_strategy(train))``, or end with
+    `exit_now(status)` to skip TensorFlow's slow interpreter teardown (see there).
     """
     if not callable(train_fn):
         raise UsageError(bad_value("train_fn", train_fn, "a callable train_fn(strategy, plan)"))
