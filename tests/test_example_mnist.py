@@ -11,6 +11,7 @@ import gzip
 import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -225,6 +226,19 @@ def test_list_of_tf_tasks_checks_the_step_size():
         list_of_tf_tasks(1, 0, 1)
 
 
+@pytest.mark.parametrize("flag,value,message", [
+    ("--Iterations", "0", "--Iterations=0: expected a global-step target >= 1"),
+    ("--batch_size", "-1", "--batch_size=-1: expected a batch size >= 1"),
+    ("--learning_rate", "0", "--learning_rate=0.0: expected a learning rate > 0"),
+])
+def test_bad_flags_are_one_line_usage_errors(flag, value, message):
+    from LaunchTFServerWithHooks import parse_args
+
+    with pytest.raises(UsageError) as e:
+        parse_args(["--data_dir", "d", "--model_dir", "m", "--ps", "1", "--workers", "2", flag, value])
+    assert str(e.value) == message
+
+
 def _env():
     env = dict(os.environ)
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -319,16 +333,18 @@ def test_async_run_checkpoints_reaches_accuracy_and_resumes(tmp_path, data_dir):
     assert 400 <= m["global_step"] < 420  # async: the other worker may add a step or two
     assert m["heldout_examples"] == (2000 if HAVE_REAL else 600)
     assert m["accuracy"] >= 0.95, m  # the demo target (real digits) / an easy synthetic set
-    ckpt = os.path.join(model_dir, "checkpoint")
-    assert os.path.isfile(ckpt)
-    assert f"model.ckpt-{m['global_step']}" in open(ckpt).read()
+    # the final checkpoint: saved at the end, at (or, async, a step or two past) the metrics' step
+    saved = re.search(r'^model_checkpoint_path: ".*model\.ckpt-(\d+)"', open(os.path.join(model_dir, "checkpoint")).read(), re.M)
+    assert saved, "no checkpoint recorded"
+    first = int(saved.group(1))
+    assert m["global_step"] <= first < 420
+    assert os.path.isfile(os.path.join(model_dir, f"model.ckpt-{first}.index"))
     assert any(f.startswith("events.out.tfevents") for f in os.listdir(model_dir))
-    first = m["global_step"]
 
     r = _local(3, ["--ps", "1"], "LaunchTFServerWithHooks.py", common + ["--Iterations", "500"], timeout=200)
     assert r.returncode == 0, r.stdout[-4000:]
     m2 = _metrics(model_dir)
-    assert m2["start_global_step"] >= first  # restored, not from scratch
+    assert m2["start_global_step"] >= first  # restored from the last checkpoint, not from scratch
     assert 500 <= m2["global_step"] < 520
     assert m2["global_step"] - m2["start_global_step"] < 150  # continued, not retrained
     assert f"resumed from {model_dir} at global step" in r.stdout

@@ -14,7 +14,6 @@ optimizer inside a v1 graph (see the project notes), and the seeds' API is the v
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Optional, Sequence
 
@@ -22,8 +21,9 @@ import numpy as np
 import tensorflow as tf
 
 import defaults
-from Hooks import ValidationHook, evaluate  # noqa: F401  (evaluate re-exported for scripts)
+from Hooks import ValidationHook
 from mnist_data import BatchSampler, MnistData
+from tf_for_slurm.errors import UsageError, bad_value
 
 log = logging.getLogger(__name__)
 v1 = tf.compat.v1
@@ -101,8 +101,8 @@ def DistributedTrain(server, cluster: dict, job_type: str, task_index: int, *,
     from the launcher (e.g. a start barrier) and are added to the session's hooks; `config` is
     the session ConfigProto (default: device filters so workers never depend on each other).
     """
-    if iterations <= 0:
-        raise ValueError(f"iterations={iterations}: expected a positive global-step target")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations <= 0:
+        raise UsageError(bad_value("iterations", iterations, "a positive global-step target"))
     if is_chief is None:
         is_chief = job_type == "chief" or ("chief" not in cluster and task_index == 0)
     trainers = len(cluster.get("worker", ())) + len(cluster.get("chief", ()))

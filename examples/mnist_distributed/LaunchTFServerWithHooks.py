@@ -52,7 +52,20 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="chief: held-out accuracy every N global steps (0: only at the end)")
     p.add_argument("--download", action="store_true",
                    help="fetch the standard MNIST files into --data_dir first (needs internet)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    check_flags(args)
+    return args
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Reject values no run could use before any server starts (one line, exit status 2)."""
+    for name, value, ok, expected in (
+            ("--Iterations", args.Iterations, args.Iterations >= 1, "a global-step target >= 1"),
+            ("--batch_size", args.batch_size, args.batch_size >= 1, "a batch size >= 1"),
+            ("--learning_rate", args.learning_rate, args.learning_rate > 0, "a learning rate > 0"),
+            ("--eval_every", args.eval_every, args.eval_every >= 0, "0 (only at the end) or a step count")):
+        if not ok:
+            raise UsageError(bad_value(name, value, expected))
 
 
 def list_of_tf_tasks(ps: int, workers: int, ntasks: int) -> list:
