@@ -23,7 +23,14 @@ def main() -> int:
     me = plan.me
     others = [t for t in plan.tasks if t.rank != me.rank]
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("0.0.0.0", me.port))  # fails loudly if another task of the step got the same port
+    # as gRPC does (so TIME_WAIT leftovers of an earlier job do not block the port), but
+    # still fails loudly if another live task of the step listens on the same port
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        srv.bind(("0.0.0.0", me.port))
+    except OSError as exc:
+        print(f"rank {me.rank}: cannot listen on {me.address}: {exc}", file=sys.stderr)
+        return 4
     srv.listen(len(plan.tasks))
     srv.settimeout(0.2)
     deadline = time.monotonic() + DEADLINE_S
