@@ -84,6 +84,16 @@ class SlurmCluster:
         assert job.isdigit(), f"sbatch printed no job id (rc={proc.returncode}): {out!r} {err[-2000:]!r}"
         return job, proc.returncode
 
+    def sbatch_poll(self, args: Sequence[str], timeout: float, env: Optional[Dict[str, str]] = None,
+                    cwd: Optional[str] = None) -> tuple:
+        """`sbatch --parsable ARGS`, then poll until the job ends -> (job_id, final job record).
+
+        Faster than `sbatch --wait`, which checks the job only every 10 s once it ran a while."""
+        res = self.run(["sbatch", "--parsable", *args], timeout=60, env=env, cwd=cwd)
+        assert res.returncode == 0, f"sbatch failed (rc={res.returncode}): {res.stderr[-2000:]}"
+        job = res.stdout.strip().split(";")[0]
+        return job, self.wait_job(job, timeout)
+
     def show_job(self, job_id: str) -> Dict[str, str]:
         res = self.run(["scontrol", "show", "job", str(job_id)], timeout=30)
         assert res.returncode == 0, res.stderr

@@ -310,9 +310,9 @@ def test_answer_is_accepted_by_srun(slurm_cluster, tmp_path, sbatch_args, cpt, e
 
     script = tmp_path / "job.sh"
     script.write_text(MEM_JOB)
-    job, rc = slurm_cluster.sbatch_wait([*sbatch_args, "-o", str(tmp_path / "out-%j.txt"), str(script)],
-                                        timeout=120, env={"PYTHON": PYTHON, "CPT": str(cpt),
-                                                          "PYTHONPATH": str(REPO)})
+    job, info = slurm_cluster.sbatch_poll([*sbatch_args, "-o", str(tmp_path / "out-%j.txt"), str(script)],
+                                          timeout=120, env={"PYTHON": PYTHON, "CPT": str(cpt),
+                                                            "PYTHONPATH": str(REPO)})
     out = (tmp_path / f"out-{job}.txt").read_text()
-    assert rc == 0, out
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, out)
     assert f"mem_per_cpu={expected}\n" in out and "srun ok" in out

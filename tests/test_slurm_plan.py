@@ -52,6 +52,7 @@ def check_plan(rows, ntasks, expected_per_node):
         assert r["address"] == f"{r['host']}:{r['port']}"
         assert (r["job_type"], r["task_index"]) == (r["role"], r["index"])
         assert r["port_scope"] == "step"  # from the harness's TaskProlog
+        assert r["tmpdir"].endswith("/" + r["slurmd_nodename"])  # a TMPDIR per emulated node
         assert r["heard"] == sorted(set(range(ntasks)) - {r["rank"]})  # every peer reached me
     # every rank found exactly once; every SLURM_PROCID exactly once
     assert sorted(r["rank"] for r in rows) == list(range(ntasks))

@@ -3,7 +3,8 @@ server.join() (never returns); workers fit y = 3x + 1 with variables on the ps.
 
     tf_config_train.py STEPS [MARK_DIR]
 
-Workers write MARK_DIR/worker<i>.up once training runs and print "worker <i> done at <unix time>"
+Workers write MARK_DIR/worker<i>.up once training runs (non-chiefs wait for the chief's file
+first) and print "worker <i> done at <unix time>"
 when finished (the tests measure how soon the step ends after that).
 """
 
@@ -32,6 +33,15 @@ with v1.device(v1.train.replica_device_setter(worker_device=f"/job:worker/task:{
     step = v1.train.get_or_create_global_step()
     train = v1.train.GradientDescentOptimizer(0.3).minimize(loss, global_step=step)
 session_config = v1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{index}"])
+if mark_dir and index != 0:
+    # A barrier on the chief (the seeds' BarrierOnChiefHook idea): a non-chief that opens its
+    # session before the chief initialised the variables sleeps TensorFlow's recovery_wait_secs (30 s).
+    chief_up = os.path.join(mark_dir, "worker0.up")
+    deadline = time.monotonic() + 180
+    while not os.path.exists(chief_up):
+        if time.monotonic() > deadline:
+            sys.exit(f"worker {index}: the chief did not start within 180 s")
+        time.sleep(0.05)
 with v1.train.MonitoredTrainingSession(master=server.target, is_chief=index == 0, config=session_config,
                                        hooks=[v1.train.StopAtStepHook(last_step=steps)]) as sess:
     if mark_dir:
