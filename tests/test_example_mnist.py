@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -362,6 +363,40 @@ def test_sync_run_exits_cleanly(tmp_path, data_dir):
     m = _metrics(model_dir)
     # one global step per round of both workers: the step count is exact in sync mode
     assert m["mode"] == "sync" and m["global_step"] == 60, m
+
+
+@pytest.mark.tf
+@pytest.mark.timeout(240)
+def test_ps_exits_nonzero_when_a_worker_dies(tmp_path, data_dir):
+    """Spawned the way srun would (no launcher to clean up): SIGKILL worker 1 mid-training."""
+    from tf_for_slurm.launcher import make_layout, task_env
+
+    layout, env = make_layout(3), _env()
+    env["TF_SLURM_BASE_PORT"] = str(_free_base_port(3))
+    model_dir = str(tmp_path / "run")
+    args = ["--data_dir", data_dir, "--model_dir", model_dir, "--ps", "1", "--workers", "2",
+            "--Iterations", "100000", "--eval_every", "50"]
+    logs = [open(tmp_path / f"task{r}.log", "w+") for r in range(3)]
+    procs = [subprocess.Popen([sys.executable, os.path.join(EXAMPLE, "LaunchTFServerWithHooks.py"), *args],
+                              env=task_env(layout, r, "7654321", env), stdout=logs[r], stderr=subprocess.STDOUT)
+             for r in range(3)]
+    try:
+        deadline = time.monotonic() + 150
+        while "held-out accuracy" not in (tmp_path / "task1.log").read_text():  # training is under way
+            assert time.monotonic() < deadline and procs[1].poll() is None, (tmp_path / "task1.log").read_text()[-3000:]
+            time.sleep(0.2)
+        procs[2].kill()
+        status = procs[0].wait(timeout=60)  # a hang fails here
+        ps_log = (tmp_path / "task0.log").read_text()
+        assert status != 0, ps_log[-3000:]
+        assert "lost worker:1" in ps_log and "exiting with status" in ps_log
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for f in logs:
+            f.close()
 
 
 @pytest.mark.tf
