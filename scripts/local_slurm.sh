@@ -251,8 +251,23 @@ cmd_up() { # nodes
     log "up: $n nodes x $CPUS CPUs, ${MEM} MB each; eval \"\$($0 env)\""
 }
 
+cancel_jobs() { # through Slurm itself, so no job step outlives its slurmd
+    pid_is_ours "$DIR/run/slurmctld.pid" >/dev/null || return 0
+    local jobs deadline
+    jobs="$(SLURM_CONF="$CONF" squeue -h -o %i 2>/dev/null | tr '\n' ' ')"
+    [[ -n "${jobs// /}" ]] || return 0
+    log "cancelling jobs: $jobs"
+    # shellcheck disable=SC2086
+    SLURM_CONF="$CONF" scancel --full $jobs 2>/dev/null || true
+    deadline=$((SECONDS + 20))
+    while [[ -n "$(SLURM_CONF="$CONF" squeue -h -o %i 2>/dev/null)" ]] && ((SECONDS < deadline)); do
+        sleep 0.2
+    done
+}
+
 stop_all() {
     local f daemons=()
+    cancel_jobs
     for f in "$DIR"/run/slurmd-*.pid "$DIR/run/slurmctld.pid"; do
         [[ -e "$f" ]] && daemons+=("$(basename "$f" .pid)=$f")
     done
