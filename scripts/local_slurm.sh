@@ -10,7 +10,8 @@
 # (munge key + socket, slurm.conf, per-node spool/tmp, pid and log files).
 # Tunables (environment): TF_SLURM_LOCAL_CPUS (CPUs per node, 4), TF_SLURM_LOCAL_MEM (RealMemory
 # per node in MB, 4096; DefMemPerCPU = MEM / CPUS), TF_SLURM_LOCAL_PORT (slurmctld port, 16817;
-# slurmd ports follow it).
+# slurmd ports follow it), TF_SLURM_LOCAL_RESV_PORTS (e.g. 12000-12999: sets MpiParams=ports=..., so
+# `srun --resv-ports` works as on sites that configure it; default: unset, as on most sites).
 #
 # Why the odd bits: all emulated nodes share one real hostname, so (a) every slurmd gets its own
 # port, spool dir and TmpFS, (b) a TaskProlog gives each node its own TMPDIR (Open MPI shared
@@ -24,6 +25,7 @@ DIR="${TF_SLURM_LOCAL_DIR:-/tmp/tf_for_slurm-slurm}"
 CPUS="${TF_SLURM_LOCAL_CPUS:-4}"
 MEM="${TF_SLURM_LOCAL_MEM:-4096}"
 CTLD_PORT="${TF_SLURM_LOCAL_PORT:-16817}"
+RESV_PORTS="${TF_SLURM_LOCAL_RESV_PORTS:-}"   # e.g. 12000-12999: MpiParams=ports=... (srun --resv-ports)
 HOSTS_BEGIN="# BEGIN tf_for_slurm local_slurm.sh (removed by: local_slurm.sh down)"
 HOSTS_END="# END tf_for_slurm local_slurm.sh"
 CONF="$DIR/etc/slurm.conf"
@@ -115,7 +117,8 @@ write_config() { # nodes
 node="\${SLURMD_NODENAME:-unknown}"
 mkdir -p "$DIR/tmp/\$node" 2>/dev/null
 echo "export TMPDIR=$DIR/tmp/\$node"
-echo "export TF_SLURM_PORT_SCOPE=step"
+# keep a scope the user chose (a one-node step may test per-node ports); default: step-wide
+[ -n "\${TF_SLURM_PORT_SCOPE:-}" ] || echo "export TF_SLURM_PORT_SCOPE=step"
 EOF
     chmod 755 "$DIR/etc/task_prolog.sh"
     cat >"$CONF" <<EOF
@@ -146,6 +149,7 @@ SelectTypeParameters=CR_CPU_Memory
 SlurmdParameters=config_overrides
 SchedulerType=sched/backfill
 MpiDefault=none
+${RESV_PORTS:+MpiParams=ports=$RESV_PORTS}
 ReturnToService=2
 SlurmdTimeout=300
 KillWait=5
@@ -276,9 +280,10 @@ stop_all() {
 }
 
 cmd_down() {
-    [[ -d "$DIR" ]] || { log "nothing to stop ($DIR does not exist)"; remove_hosts_block; return 0; }
+    [[ -d "$DIR" ]] || { log "nothing to stop ($DIR does not exist)"; return 0; }
     stop_all
-    remove_hosts_block
+    # only the cluster that added the /etc/hosts block removes it (another may still use it)
+    [[ -e "$DIR/run/hosts-added" ]] && remove_hosts_block
     rm -f "$DIR/run/nodes"
     log "down"
 }
@@ -321,6 +326,8 @@ done
 [[ "$nodes" =~ ^[1-9][0-9]*$ ]] || die "--nodes='$nodes': expected a positive integer"
 [[ "$CPUS" =~ ^[1-9][0-9]*$ ]] || die "TF_SLURM_LOCAL_CPUS='$CPUS': expected a positive integer"
 [[ "$MEM" =~ ^[1-9][0-9]*$ ]] || die "TF_SLURM_LOCAL_MEM='$MEM': expected a positive integer (MB)"
+[[ -z "$RESV_PORTS" || "$RESV_PORTS" =~ ^[0-9]+-[0-9]+$ ]] ||
+    die "TF_SLURM_LOCAL_RESV_PORTS='$RESV_PORTS': expected a port range like 12000-12999"
 
 case "$action" in
 up | down)

@@ -72,9 +72,14 @@ else
         --node-info <(scontrol show node "${SLURM_JOB_NODELIST:-}" 2>/dev/null))"
 fi
 
-RESV_PORTS=()   # only where the site reserves ports for steps (MpiParams=ports=...)
-if scontrol show config 2>/dev/null | grep -Eq '^MpiParams[[:space:]]*=[[:space:]]*ports='; then
-    RESV_PORTS=(--resv-ports)
+# Reserved ports only where the site configured them (MpiParams=ports=...); elsewhere the library
+# uses its job-derived port window. Two per task on the busiest node (TensorFlow + ps sidecar), and
+# always with a count: a bare --resv-ports reserves NO ports on Slurm 22.05 (measured).
+RESV_PORTS=()
+slurm_config="$(scontrol show config 2>/dev/null || true)"   # (no pipe into grep -q: pipefail + SIGPIPE)
+if grep -Eq '^MpiParams[[:space:]]*=[[:space:]]*ports=' <<<"$slurm_config"; then
+    busiest="$(tr ',' '\n' <<<"${SLURM_TASKS_PER_NODE:-1}" | sed 's/(x[0-9]*)//' | sort -n | tail -n1)"
+    RESV_PORTS=(--resv-ports=$((2 * busiest)))
 fi
 
 if [[ "$IB" == NoIB ]]; then export TF_SLURM_ADDRESS=hostname; else export TF_SLURM_ADDRESS="template:{host}-ib"; fi
@@ -89,6 +94,7 @@ mkdir -p "$MODEL_DIR"
 echo "job $SLURM_JOB_ID: $NTASKS tasks on ${SLURM_JOB_NODELIST:-?} ($NUM_PS ps), $CPUS_PER_TASK CPU(s) and" \
      "${MEM_PER_CPU} MB per CPU per task, IB=$IB: $TRAIN_SCRIPT ${TRAIN_ARGS[*]}"
 
+echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParams=ports)}"
 status=0
 srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \

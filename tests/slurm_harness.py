@@ -2,8 +2,8 @@
 
 `slurm_cluster` (session fixture) starts `scripts/local_slurm.sh up` (3 emulated nodes x 4 CPUs)
 unless it is already up, and skips the test with the reason when Slurm cannot be installed or
-started. It stops the cluster at the end only if this session started it and no other pytest
-session still uses it (sessions register their pid under <dir>/users/). Set
+started. A cluster started by a test session is stopped by the last session that uses it
+(sessions register their pid under <dir>/users/); one started by hand is left running. Set
 TF_SLURM_KEEP_CLUSTER=1 to leave it running for a faster next session.
 
 Every srun/sbatch goes through a timeout: a job that asks for more than exists pends forever.
@@ -28,10 +28,6 @@ PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "py
 NODES = 3
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
             "BOOT_FAIL", "DEADLINE"}
-
-
-def _state_dir() -> Path:
-    return Path(os.environ.get("TF_SLURM_LOCAL_DIR", "/tmp/tf_for_slurm-slurm"))
 
 
 def parse_job(text: str) -> Dict[str, str]:
@@ -115,8 +111,10 @@ class SlurmCluster:
         return self.run(["scontrol", "show", "config"], timeout=30).stdout
 
 
-def _script(action: str, *extra: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), action, *extra], capture_output=True, text=True, timeout=timeout)
+def _script(action: str, *extra: str, timeout: float,
+            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), action, *extra], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
 
 
 def _live_users(users: Path) -> List[int]:
@@ -133,42 +131,61 @@ def _live_users(users: Path) -> List[int]:
     return alive
 
 
-def start_cluster(nodes: int = NODES) -> tuple:
-    """(SlurmCluster, started_here) or pytest.skip with the reason."""
+def start_cluster(nodes: int = NODES, env: Optional[Dict[str, str]] = None) -> tuple:
+    """(SlurmCluster, started_here) or pytest.skip with the reason.
+
+    `env` (TF_SLURM_LOCAL_DIR, TF_SLURM_LOCAL_PORT, TF_SLURM_LOCAL_RESV_PORTS...) selects another
+    cluster configuration; a second cluster needs its own directory and port."""
     if shutil.which("bash") is None or not SCRIPT.exists():
         pytest.skip(f"cannot run {SCRIPT}")
     if os.geteuid() != 0 and shutil.which("slurmctld") is None:
         pytest.skip("Slurm is not installed and installing it needs root")
     try:
-        already = _script("status", timeout=60).returncode == 0
+        already = _script("status", timeout=60, env=env).returncode == 0
     except subprocess.TimeoutExpired:
         already = False
     try:
-        res = _script("up", "--nodes", str(nodes), timeout=900)
+        res = _script("up", "--nodes", str(nodes), timeout=900, env=env)
     except subprocess.TimeoutExpired:
         pytest.skip("local Slurm cluster did not come up within 900 s")
     if res.returncode != 0:
         tail = " | ".join(res.stderr.strip().splitlines()[-3:])
         pytest.skip(f"local Slurm cluster could not be started ({SCRIPT.name} up: rc={res.returncode}: {tail})")
-    exports = _script("env", timeout=30).stdout
-    env = dict(os.environ)
+    exports = _script("env", timeout=30, env=env).stdout
+    cenv = {**os.environ, **(env or {})}
     for m in re.finditer(r"^export (\w+)=(.*)$", exports, re.M):
-        env[m.group(1)] = m.group(2).strip("'\"")
-    return SlurmCluster(dir=_state_dir(), nodes=nodes, env=env), not already
+        cenv[m.group(1)] = m.group(2).strip("'\"")
+    return SlurmCluster(dir=Path(cenv["TF_SLURM_LOCAL_DIR"]), nodes=nodes, env=cenv), not already
+
+
+def stop_cluster(cluster: SlurmCluster) -> None:
+    _script("down", timeout=120, env={"TF_SLURM_LOCAL_DIR": str(cluster.dir)})
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A running local Slurm cluster (3 nodes x 4 CPUs); skips when Slurm cannot be started."""
-    cluster, started_here = start_cluster()
-    users = cluster.dir / "users"
+    # Register as a user BEFORE looking at the cluster, so a session that is ending never stops
+    # a cluster this one is about to use.
+    users = Path(os.environ.get("TF_SLURM_LOCAL_DIR", "/tmp/tf_for_slurm-slurm")) / "users"
     users.mkdir(parents=True, exist_ok=True)
     me = users / str(os.getpid())
     me.touch()
+    try:
+        cluster, started_here = start_cluster()
+    except BaseException:
+        me.unlink(missing_ok=True)
+        raise
+    # A cluster some test session started is stopped by the last session using it; one that a
+    # person started by hand (already up before any session) is left running.
+    marker = cluster.dir / "run" / "started-by-tests"
+    if started_here:
+        marker.touch()
     try:
         yield cluster
     finally:
         me.unlink(missing_ok=True)
         keep = os.environ.get("TF_SLURM_KEEP_CLUSTER", "") in ("1", "yes", "true")
-        if started_here and not keep and not _live_users(users):
+        if marker.exists() and not keep and not _live_users(users):
+            marker.unlink(missing_ok=True)
             _script("down", timeout=120)

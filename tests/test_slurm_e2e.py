@@ -282,3 +282,47 @@ def test_template_rejects_bad_settings(template, env, needle):
     res = subprocess.run(["bash", *args], env={**clean, **env}, capture_output=True, text=True, timeout=30)
     assert res.returncode == 2, res.stderr
     assert needle in res.stderr and res.stderr.count("\n") == 1
+
+
+# -- a site that reserves ports (MpiParams=ports=...): a second local cluster ---------------------
+@pytest.fixture(scope="module")
+def resv_cluster(slurm_cluster):
+    """Another 3-node cluster with MpiParams=ports=12000-12999 (own directory and ports)."""
+    from slurm_harness import start_cluster, stop_cluster
+
+    cluster, started = start_cluster(env={"TF_SLURM_LOCAL_DIR": str(slurm_cluster.dir) + "-resv",
+                                          "TF_SLURM_LOCAL_PORT": "16917",
+                                          "TF_SLURM_LOCAL_RESV_PORTS": "12000-12999"})
+    yield cluster
+    if started:
+        stop_cluster(cluster)
+
+
+@pytest.mark.timeout(300)
+def test_generic_template_on_site_with_reserved_ports(resv_cluster, tmp_path):
+    assert re.search(r"^MpiParams\s*=\s*ports=12000-12999", resv_cluster.config(), re.M)
+    job, info = resv_cluster.sbatch_poll(
+        ["-N3", "-n4", "-o", str(tmp_path / "job-%j.out"), str(JOB_TEMPLATE), str(TASKS / "tf_config_train.py"),
+         "100", str(tmp_path)],
+        timeout=240, env={"PYTHON": _python(), "IB": "IB", "TF_SLURM_REPO": str(REPO),
+                          "MODEL_DIR": str(tmp_path / "model")}, cwd=str(tmp_path))
+    log = (tmp_path / f"job-{job}.out").read_text()
+    assert info["JobState"] == "COMPLETED", log[-4000:]
+    assert "ports: --resv-ports=4" in log  # 2 x the busiest node's tasks (2,1,1)
+    assert len(re.findall(r"worker \d+ done at", log)) == 3
+
+
+@pytest.mark.timeout(120)
+def test_plan_uses_reserved_ports_with_node_scope(resv_cluster):
+    """One node, per-node port scope: the plan takes Slurm's reserved ports, and they work."""
+    res = resv_cluster.srun(["-N1", "-n3", "--resv-ports=6", "--mpi=none", _python(),
+                             str(TASKS / "plan_probe.py")], timeout=90,
+                            env={"PYTHONPATH": str(REPO), "TF_SLURM_PORT_SCOPE": "node"}, cwd=str(REPO))
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 3 and all(r["port_scope"] == "node" for r in rows)
+    reserved = rows[0]["resv_ports"]
+    lo, hi = (int(p) for p in reserved.split("-"))
+    assert hi - lo + 1 == 6 and 12000 <= lo and hi <= 12999
+    assert sorted(r["port"] for r in rows) == [lo, lo + 1, lo + 2]  # TF ports from the reservation
+    assert all(r["heard"] == sorted({0, 1, 2} - {r["rank"]}) for r in rows)

@@ -68,6 +68,7 @@ def main() -> int:
         "localid": int(os.environ["SLURM_LOCALID"]),
         "slurmd_nodename": os.environ["SLURMD_NODENAME"],
         "port_scope": os.environ.get("TF_SLURM_PORT_SCOPE"), "tmpdir": os.environ.get("TMPDIR"),
+        "resv_ports": os.environ.get("SLURM_STEP_RESV_PORTS"),
         "rank": me.rank, "node": me.node, "host": me.host, "port": me.port, "role": me.role,
         "index": me.index, "address": me.address, "local_id": me.local_id,
         "job_type": plan.job_type, "task_index": plan.task_index,
