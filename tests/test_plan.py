@@ -1,16 +1,14 @@
 """The plan: ServerDictionary, (job_type, task_index), TF_CONFIG; properties over random layouts."""
 
 import json
-import os
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from tf_for_slurm import plan_from_env
-from tf_for_slurm.addresses import parse_policy
 from tf_for_slurm.errors import PlanError, UsageError
 from tf_for_slurm.plan import build_plan
-from tf_for_slurm.slurm import format_tasks_per_node, offline_step, step_from_env
+from tf_for_slurm.slurm import format_tasks_per_node, offline_step
 from tf_for_slurm.task_env import MAX_ENV_STRING, task_env, trimmed_tf_config
 from envs import step_env
 

@@ -103,7 +103,7 @@ def test_taken_port_names_port_and_task():
         port = sock.getsockname()[1]
         with pytest.raises(PlanError) as info:
             ensure_bindable(port, "worker:1 (node2)")
-    assert f"port {port} for worker:1 (node2) is already in use" in str(info.value)
+    assert f"port of worker:1 (node2)={port}: expected a free TCP port on this host (already in use" in str(info.value)
     ensure_bindable(port, "worker:1")  # free again
 
 

@@ -98,10 +98,11 @@ def assign_ports(offsets: Sequence[int], *, job_id: str, step_id: str,
     )
 
 
-def ensure_bindable(port: int, who: str, host: str = "") -> None:
+def ensure_bindable(port: int, who: str, host: str = "0.0.0.0") -> None:
     """Fail now, naming the port and the task, if the task's own port is taken.
 
-    TensorFlow listens on all interfaces, so the check binds the wildcard address too.
+    TensorFlow listens on all interfaces with SO_REUSEADDR, so the check binds the same way: a
+    port in TIME_WAIT passes, a port another server listens on fails.
     """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -109,7 +110,6 @@ def ensure_bindable(port: int, who: str, host: str = "") -> None:
             sock.bind((host, port))
         except OSError as exc:
             reason = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-            raise PlanError(
-                f"port {port} for {who} is {reason}: expected a free port "
-                "(another job on this node? set TF_SLURM_BASE_PORT or use srun --resv-ports)"
-            ) from None
+            raise PlanError(bad_value(f"port of {who}", port, f"a free TCP port on this host ({reason}; "
+                                      "another job on this node? set TF_SLURM_BASE_PORT or use srun "
+                                      "--resv-ports)")) from None

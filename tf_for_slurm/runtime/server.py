@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 from typing import Any, MutableMapping, Optional
 
 from ..errors import PlanError, UsageError, bad_value
 from ..gpus import bound_per_task, pick_gpu_source, visible_devices_for
 from ..plan import ClusterPlan, Task
+from ..ports import ensure_bindable
 
 log = logging.getLogger(__name__)
 
@@ -91,17 +91,8 @@ def _port_error(task: Task, why: str) -> PlanError:
 
 
 def check_port_free(task: Task) -> None:
-    """Raise PlanError naming the port and the task when the port is already listened on.
-
-    TensorFlow listens on 0.0.0.0 with SO_REUSEADDR, so this probe binds the same way: a port
-    in TIME_WAIT passes, a port another server listens on fails.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("0.0.0.0", task.port))
-        except OSError as exc:
-            raise _port_error(task, f"bind failed: {exc.strerror or exc}") from None
+    """Raise PlanError naming the port and the task when the port is already listened on."""
+    ensure_bindable(task.port, f"task {task.role}:{task.index} (rank {task.rank}, {task.address})")
 
 
 def start_server(plan: ClusterPlan, gpu_memory_fraction: Optional[float] = None) -> Any:
