@@ -4,8 +4,9 @@ import socket
 
 import pytest
 
-from tf_for_slurm.addresses import (AddressPolicy, check_resolvable, hosts_for, ib_policy, parse_address_file,
+from tf_for_slurm.addresses import (check_resolvable, hosts_for, parse_address_file,
                                     parse_policy)
+from tf_for_slurm.environment import noib_address
 from tf_for_slurm.errors import PlanError, UsageError
 from tf_for_slurm.ports import assign_ports, block_size, ensure_bindable, window_base, WINDOW_HIGH, WINDOW_LOW
 from tf_for_slurm.roles import first_ps, normalise_role, ps_per_node, roles_from_list, with_chief
@@ -113,7 +114,9 @@ def test_address_policies():
     assert hosts_for(["n1"], parse_policy("template:{host}i.fabric")) == {"n1": "n1i.fabric"}
     shared = parse_policy("template:127.0.0.1")
     assert shared.shared_host and hosts_for(["a", "b"], shared) == {"a": "127.0.0.1", "b": "127.0.0.1"}
-    assert ib_policy(True) == AddressPolicy("hostname") and ib_policy(False).arg == "{host}-ib"
+    assert noib_address(True, {}) == "hostname" and noib_address(False, {}) == "template:{host}-ib"
+    assert noib_address(False, {"TF_SLURM_IB_TEMPLATE": "{host}i"}) == "template:{host}i"
+    assert noib_address(False, {"TF_SLURM_ADDRESS": "template:127.0.0.1"}) == "template:127.0.0.1"
     table = parse_address_file("# gathered\nn1 10.0.0.1\nn2 10.0.0.2\nn1 10.0.0.9\n")
     assert hosts_for(["n1", "n2"], parse_policy("file:/x"), table) == {"n1": "10.0.0.9", "n2": "10.0.0.2"}
     assert hosts_for(["n1"], parse_policy("iface:ib0"), {"n1": "10.1.1.1"}) == {"n1": "10.1.1.1"}

@@ -46,11 +46,6 @@ def parse_policy(spec: Optional[str], name: str = "TF_SLURM_ADDRESS") -> Address
     return AddressPolicy(kind, arg)
 
 
-def ib_policy(no_ib: bool, template: str = DEFAULT_IB_TEMPLATE) -> AddressPolicy:
-    """The seeds' NoIB switch: plain host names, or InfiniBand names from a template."""
-    return AddressPolicy("hostname") if no_ib else parse_policy("template:" + template, "IB template")
-
-
 def hosts_for(nodes: Iterable[str], policy: AddressPolicy,
               node_addresses: Optional[Mapping[str, str]] = None) -> dict:
     """node name -> host for each distinct node."""

@@ -9,7 +9,7 @@ import os
 from typing import Mapping, Optional, Sequence
 
 from . import roles as roles_mod
-from .addresses import AddressPolicy, check_resolvable, parse_address_file, parse_policy
+from .addresses import check_resolvable, parse_address_file, parse_policy
 from .errors import PlanError, UsageError, bad_value
 from .plan import ClusterPlan, build_plan
 from .slurm import SlurmStep, step_from_env
@@ -76,9 +76,16 @@ def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Se
     return plan
 
 
-def ib_address(no_ib: bool, env: Optional[Mapping[str, str]] = None) -> AddressPolicy:
-    """NoIB=True: host names; False: TF_SLURM_IB_TEMPLATE (default '{host}-ib')."""
-    from .addresses import DEFAULT_IB_TEMPLATE, ib_policy
+def noib_address(no_ib: bool, env: Optional[Mapping[str, str]] = None) -> str:
+    """The address policy for the seeds' NoIB switch: host names, or InfiniBand names from
+    TF_SLURM_IB_TEMPLATE (default '{host}-ib').
+
+    An explicit TF_SLURM_ADDRESS (a site's choice, or the local launcher's loopback address) wins
+    over both: it says how this cluster's nodes must be reached.
+    """
+    from .addresses import DEFAULT_IB_TEMPLATE
 
     env = os.environ if env is None else env
-    return ib_policy(no_ib, env.get("TF_SLURM_IB_TEMPLATE") or DEFAULT_IB_TEMPLATE)
+    if env.get("TF_SLURM_ADDRESS"):
+        return env["TF_SLURM_ADDRESS"]
+    return "hostname" if no_ib else "template:" + (env.get("TF_SLURM_IB_TEMPLATE") or DEFAULT_IB_TEMPLATE)

@@ -81,32 +81,17 @@ def list_of_tf_tasks(ps: int, workers: int, ntasks: int) -> list:
     return ["ps"] * ps + ["worker"] * workers
 
 
-def _address_policy(no_ib: bool) -> str:
-    """InfiniBand names unless --NoIB, as GetServerDictionary(ListOfTFTasks, NoIB) does.
-
-    An explicit TF_SLURM_ADDRESS policy (a site's choice, or the local launcher's loopback
-    addresses) wins over both: it says how this cluster's nodes must be reached.
-    """
-    if os.environ.get("TF_SLURM_ADDRESS"):
-        return os.environ["TF_SLURM_ADDRESS"]
-    if no_ib:
-        return "hostname"
-    from tf_for_slurm.environment import ib_address
-
-    policy = ib_address(False)
-    return f"template:{policy.arg}"
-
-
 def main(argv=None) -> int:
     # TensorFlow is imported only inside train(), after launch() started the server: the
     # library sets CUDA_VISIBLE_DEVICES for this task first, and TF adds no second log handler.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
     from tf_for_slurm import plan_from_env, step_from_env
+    from tf_for_slurm.environment import noib_address
 
     ntasks = step_from_env(os.environ).ntasks
     tasks = list_of_tf_tasks(args.ps, args.workers, ntasks)
-    plan = plan_from_env(tasks=tasks, address=_address_policy(args.NoIB))
+    plan = plan_from_env(tasks=tasks, address=noib_address(args.NoIB))
     me = plan.me
     log.info("task %d of %d: %s:%d at %s; cluster %s", me.rank, plan.size, me.role, me.index,
              me.address, plan.server_dictionary())
