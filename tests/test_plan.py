@@ -1,6 +1,7 @@
 """The plan: ServerDictionary, (job_type, task_index), TF_CONFIG; properties over random layouts."""
 
 import json
+import os
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -127,3 +128,13 @@ def test_every_rank_finds_itself_once_addresses_distinct_role_counts_as_asked(co
     assert plan.count("ps") == n_ps and plan.count("worker") == total - n_ps
     sd = plan.server_dictionary()
     assert len(sd["ps"]) == n_ps and len(sd["worker"]) == total - n_ps
+
+
+def test_apply_tf_config_sets_the_full_spec_in_process_at_any_size(monkeypatch):
+    from tf_for_slurm.task_env import apply_tf_config
+
+    plan = build_plan(offline_step("node[0001-4096]", "4", job_id="8"), ("ps",) * 4 + ("worker",) * (16384 - 4))
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    apply_tf_config(plan, 100)
+    assert json.loads(os.environ["TF_CONFIG"]) == plan.tf_config(100)
+    assert os.environ["TF_SLURM_JOB_TYPE"] == "worker" and os.environ["TF_SLURM_TASK_INDEX"] == "96"
