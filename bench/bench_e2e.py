@@ -17,7 +17,7 @@ Prints two things:
 2. Held-out accuracy after the same global-step target, asynchronous vs synchronous updates
    (`tf-slurm local` runs of the example with default hyper-parameters).
 
-    .venv/bin/python bench/bench_e2e.py [--data_dir /work/shared/data/mnist] [--repeats 3]
+    .venv/bin/python bench/bench_e2e.py [--data_dir ../shared/data/mnist] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ RUNNERS = {"hand": run_hand, "library": run_library, "local": run_local}
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data_dir", default="/work/shared/data/mnist")
+    p.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data", "mnist"))
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3, help="start-up runs per variant (median reported)")
     p.add_argument("--timing_iterations", type=int, default=20, help="global steps of each start-up run")

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 import pytest
+from data_paths import mnist_dir
 
 from tf_for_slurm.errors import UsageError
 
@@ -30,7 +31,7 @@ sys.path.insert(0, EXAMPLE)
 import mnist_data  # noqa: E402
 from mnist_data import load_mnist, read_idx, write_idx  # noqa: E402
 
-REAL_MNIST = "/work/shared/data/mnist"
+REAL_MNIST = mnist_dir()
 HAVE_REAL = os.path.isfile(os.path.join(REAL_MNIST, "t10k-images-idx3-ubyte.gz"))
 # class counts of the 10k MNIST test set (from the data's README)
 REAL_CLASS_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
@@ -203,7 +204,7 @@ def test_batch_sampler_covers_every_example_each_epoch():
         mnist_data.BatchSampler(x, np.arange(10), batch_size=0, seed=0)
 
 
-@pytest.mark.skipif(not HAVE_REAL, reason="real MNIST digits not present in /work/shared/data/mnist")
+@pytest.mark.skipif(not HAVE_REAL, reason=f"real MNIST digits not present in {REAL_MNIST}")
 def test_real_test_digits():
     d = load_mnist(REAL_MNIST)
     assert d.train_images.shape == (8000, 784) and d.heldout_images.shape == (2000, 784)

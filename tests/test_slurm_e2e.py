@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
+from data_paths import mnist_dir
 
 pytestmark = [pytest.mark.slurm, pytest.mark.tf]
 
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "scripts" / "BASH_Distributed_MNIST.sh"
 JOB_TEMPLATE = REPO / "scripts" / "tf_slurm_job.sh"
 TASKS = REPO / "tests" / "slurm_tasks"
-MNIST = Path("/work/shared/data/mnist")
+MNIST = Path(mnist_dir())
 HAVE_MNIST = (MNIST / "t10k-images-idx3-ubyte.gz").exists() or (MNIST / "t10k-images-idx3-ubyte").exists()
 needs_mnist = pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")
 

@@ -2,7 +2,7 @@
 
     srun -n 3 python LaunchTFServerWithHooks.py --data_dir DIR --model_dir runs/mnist --ps 1 --workers 2
     tf-slurm local -n 3 --ps 1 -- python examples/mnist_distributed/LaunchTFServerWithHooks.py \\
-        --data_dir /work/shared/data/mnist --model_dir runs/mnist --ps 1 --workers 2
+        --data_dir ../shared/data/mnist --model_dir runs/mnist --ps 1 --workers 2
 
 Every task runs this same script.  The ListOfTFTasks has one role per task of the step in rank
 order (node by node): the first `--ps` are parameter servers, the rest workers.  The library turns
