@@ -434,3 +434,57 @@ def test_worker_never_up_fails_after_startup_grace():
         if ps.poll() is None:
             ps.kill()
         ps.wait(timeout=30)
+
+
+PS_EARLY_DEATH = """
+import logging, socket, sys, time
+sys.path.insert(0, {root!r})
+logging.basicConfig(level=logging.INFO)
+import tensorflow as tf
+from tf_for_slurm.plan import localhost_plan
+from tf_for_slurm.runtime import start_server, wait_for_workers
+plan = localhost_plan(["ps", "worker"], {ports}, 0)
+worker = socket.socket()  # stands in for worker:0's server: up when the ps starts waiting ...
+worker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+worker.bind(("0.0.0.0", {ports}[1]))
+worker.listen()
+server = start_server(plan)
+real_run = tf.compat.v1.Session.run
+
+def run(self, *args, **kwargs):  # ... and gone before the ps's first dequeue deadline
+    if worker.fileno() != -1:
+        worker.close()
+        print("WORKER_DIED", time.time(), flush=True)
+    return real_run(self, *args, **kwargs)
+
+tf.compat.v1.Session.run = run
+rc = wait_for_workers(server, plan, liveness_timeout=5.0, startup_grace=60.0, timeout=100)
+print("RC", rc, time.time(), flush=True)
+sys.exit(rc)
+"""
+
+
+@pytest.mark.tf
+@pytest.mark.timeout(200)
+def test_worker_dying_before_first_dequeue_deadline_is_lost_within_bound():
+    """Regression: the ps first probed its workers only after its first dequeue timed out.
+
+    Workers waiting for the ps train within a fraction of a second of its server starting, so
+    under load a worker could be up and SIGKILLed before that first look; never "seen up", it
+    then counted as dead only after startup_grace (60-120 s) instead of liveness_timeout.
+    """
+    ports = free_ports(2)
+    ps = subprocess.Popen([sys.executable, "-c", PS_EARLY_DEATH.format(root=str(ROOT), ports=ports)],
+                          env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = ps.communicate(timeout=150)
+    finally:
+        if ps.poll() is None:
+            ps.kill()
+            ps.wait(timeout=30)
+    died = [float(x.split()[1]) for x in out.splitlines() if x.startswith("WORKER_DIED")]
+    done = [x.split() for x in out.splitlines() if x.startswith("RC")]
+    assert died and done, out + err[-3000:]
+    assert done[0][1] == "1", out + err[-3000:]
+    assert float(done[0][2]) - died[0] <= 5.0, (float(done[0][2]) - died[0], err[-3000:])
+    assert f"lost worker:0 at 127.0.0.1:{ports[1]}" in err, err[-3000:]

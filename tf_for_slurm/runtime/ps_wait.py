@@ -10,7 +10,9 @@ ports of the tasks that have not reported.  Outcomes (exit statuses for `sys.exi
 - EXIT_TIMEOUT (3): the overall `timeout` passed first.
 
 A task counts as down only when its port has refused connections for `liveness_timeout / 2`
-seconds in a row, so one slow accept does not end a healthy job; a final drain of the queue
+seconds in a row, so one slow accept does not end a healthy job.  The ports are first probed
+as soon as the wait starts (and every <= 100 ms until each task has been seen up), because a
+task never seen up is judged by the much longer `startup_grace`; a final drain of the queue
 before declaring anyone dead catches a report enqueued just before the task exited.
 """
 
@@ -100,13 +102,41 @@ def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5
             return EXIT_OK
         return None
 
-    with tf.compat.v1.Session(server.target, graph=graph, config=config) as sess, \
-            ThreadPoolExecutor(max_workers=min(16, len(reporters))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(16, len(reporters)))
+
+    def check_pending() -> tuple:
+        """Probe the tasks that have not reported; return (lost, never) reporter indices."""
+        pending = [(i, t) for i, t in enumerate(reporters) if i not in done]
+        ups = list(pool.map(lambda it: probe(it[1].host, it[1].port, probe_timeout), pending))
+        now = time.monotonic()
+        lost, never = [], []
+        for (i, t), up in zip(pending, ups):
+            if up:
+                seen_up.add(i)
+                down_since.pop(i, None)
+            elif i in seen_up:
+                since = down_since.setdefault(i, now)
+                if now - since >= dead_after:
+                    lost.append(i)
+            elif now - start >= startup_grace:
+                never.append(i)
+        return lost, never
+
+    # Look at the workers NOW, before the session setup and the first dequeue deadline: our
+    # server is already up, so workers that were waiting for it train within a fraction of a
+    # second.  When the first look came only after the first dequeue
+    # timed out (poll_ms plus session setup, 0.6 s here, more under load), a worker that died
+    # in that window was never "seen up", so its death went unnoticed for startup_grace.
+    check_pending()
+    with pool, tf.compat.v1.Session(server.target, graph=graph, config=config) as sess:
         options = tf.compat.v1.RunOptions(timeout_in_ms=poll_ms)
+        # Until every task has been seen up, look more often, for the same reason as above.
+        startup_options = tf.compat.v1.RunOptions(timeout_in_ms=min(poll_ms, 100))
 
         def try_dequeue() -> Optional[int]:
+            opts = options if len(seen_up | set(done)) == len(reporters) else startup_options
             try:
-                return int(sess.run(dequeue, options=options))
+                return int(sess.run(dequeue, options=opts))
             except tf.errors.DeadlineExceededError:
                 return None
 
@@ -123,20 +153,7 @@ def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5
                 log.error("ps:%d timeout=%.1fs passed; still waiting for: %s", me.index, timeout,
                           _describe(missing))
                 return EXIT_TIMEOUT
-            pending = [(i, t) for i, t in enumerate(reporters) if i not in done]
-            ups = list(pool.map(lambda it: probe(it[1].host, it[1].port, probe_timeout), pending))
-            now = time.monotonic()
-            lost, never = [], []
-            for (i, t), up in zip(pending, ups):
-                if up:
-                    seen_up.add(i)
-                    down_since.pop(i, None)
-                elif i in seen_up:
-                    since = down_since.setdefault(i, now)
-                    if now - since >= dead_after:
-                        lost.append(i)
-                elif now - start >= startup_grace:
-                    never.append(i)
+            lost, never = check_pending()
             if not (lost or never):
                 continue
             # Last chance: a report enqueued just before its task exited.
