@@ -161,16 +161,38 @@ class _PsWatchdog:
     the process exits with status 1.
     """
 
-    def __init__(self, ps_tasks: list, liveness_timeout: float):
+    def __init__(self, ps_tasks: list, liveness_timeout: float, startup_grace: float = 120.0):
         self.ps_tasks = ps_tasks
         self.liveness_timeout = liveness_timeout
+        self.startup_grace = startup_grace
         self.fired: Optional[str] = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tf_for_slurm-ps-watchdog", daemon=True)
 
     def __enter__(self) -> "_PsWatchdog":
+        self._await_ps_up()
         self._thread.start()
         return self
+
+    def _await_ps_up(self) -> None:
+        """Arm only once every ps has been seen up, before training starts.
+
+        Training cannot start without the ps anyway, and a ps can leave within a fraction of a
+        second when another worker fails at once: a watchdog that took its first look later would
+        never have seen it up and could not tell "gone" from "not yet started".  A ps not seen up
+        within startup_grace counts as lost.
+        """
+        deadline = time.monotonic() + self.startup_grace
+        pending = list(self.ps_tasks)
+        while True:
+            pending = [t for t in pending if not port_accepts(t.host, t.port, timeout=0.2)]
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                names = ", ".join(f"{t.role}:{t.index} at {t.address}" for t in pending)
+                self.fired = f"{names} not up within startup_grace={self.startup_grace:.1f}s"
+                raise PsLost(self.fired)
+            time.sleep(0.05)  # polling interval of a bounded wait
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
@@ -178,18 +200,15 @@ class _PsWatchdog:
 
     def _run(self) -> None:
         period = min(0.5, max(0.05, self.liveness_timeout / 10))
-        seen_up: set = set()
-        down_since: dict = {}
+        down_since: dict = {}  # every ps was seen up by __enter__
         while not self._stop.wait(period):
             now = time.monotonic()
             for t in self.ps_tasks:
                 if port_accepts(t.host, t.port, timeout=period):
-                    seen_up.add(t.rank)
                     down_since.pop(t.rank, None)
-                elif t.rank in seen_up:
-                    if now - down_since.setdefault(t.rank, now) >= self.liveness_timeout / 2:
-                        self._fire(t)
-                        return
+                elif now - down_since.setdefault(t.rank, now) >= self.liveness_timeout / 2:
+                    self._fire(t)
+                    return
 
     def _fire(self, task: Any) -> None:
         if self._stop.is_set():
@@ -247,7 +266,7 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         return 0
     idx = reporter_index(plan)
     report = dict(device_filters=device_filters(plan), timeout_s=report_timeout)
-    watchdog = _PsWatchdog(plan.tasks_with_role("ps"), liveness_timeout) if watch_ps else None
+    watchdog = _PsWatchdog(plan.tasks_with_role("ps"), liveness_timeout, startup_grace) if watch_ps else None
     try:
         if watchdog is None:
             train_fn(ctx)
