@@ -134,7 +134,7 @@ def test_apply_tf_config_sets_the_full_spec_in_process_at_any_size(monkeypatch):
     from tf_for_slurm.task_env import apply_tf_config
 
     plan = build_plan(offline_step("node[0001-4096]", "4", job_id="8"), ("ps",) * 4 + ("worker",) * (16384 - 4))
-    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k != "TF_CONFIG"})  # restored after
     apply_tf_config(plan, 100)
     assert json.loads(os.environ["TF_CONFIG"]) == plan.tf_config(100)
     assert os.environ["TF_SLURM_JOB_TYPE"] == "worker" and os.environ["TF_SLURM_TASK_INDEX"] == "96"
