@@ -152,7 +152,7 @@ def test_template_rerun_resumes_from_checkpoint(slurm_cluster, mnist_run):
     # the chief restored exactly the last checkpoint; every worker went on from there (async: a
     # worker may already have added a step when another one reads the global step)
     assert f"Restoring parameters from {model}/model.ckpt-{saved}" in log, log[-4000:]
-    resumed = [int(x) for x in re.findall(rf"resumed from {re.escape(str(model))} at global step (\d+)", log)]
+    resumed = [int(x) for x in re.findall(rf"resumed from {re.escape(str(model))}/model\.ckpt-{saved} at global step (\d+)", log)]
     assert len(resumed) == 2 and all(saved <= r <= saved + 2 for r in resumed), resumed
     after = json.loads((model / "metrics.json").read_text())
     assert saved <= after["start_global_step"] <= saved + 2

@@ -146,6 +146,8 @@ def DistributedTrain(server, cluster: dict, job_type: str, task_index: int, *,
 
         steps = 0
         t0 = time.time()
+        # what MonitoredTrainingSession will restore (the chief restores; others get the ps state)
+        result["resumed_from"] = v1.train.latest_checkpoint(model_dir)
         with v1.train.MonitoredTrainingSession(
                 master=server.target, is_chief=is_chief, checkpoint_dir=model_dir,
                 hooks=all_hooks, chief_only_hooks=[validation],
@@ -159,8 +161,8 @@ def DistributedTrain(server, cluster: dict, job_type: str, task_index: int, *,
             start = int(sess.run(global_step, feed_dict={x: bx, y: by}))
             result["start_global_step"] = start
             result["session_ready_time"] = time.time()
-            if start:
-                log.info("%s: resumed from %s at global step %d", me, model_dir, start)
+            if result["resumed_from"]:
+                log.info("%s: resumed from %s at global step %d", me, result["resumed_from"], start)
             while not sess.should_stop():
                 bx, by = sampler.next()
                 sess.run(train_op, feed_dict={x: bx, y: by})
