@@ -25,7 +25,7 @@ if ((${#need_apt[@]})); then
 fi
 
 stamp=$venv/.tf_for_slurm-setup
-want=$(cat "$root/setup.cfg" "$root/pyproject.toml" | sha256sum | cut -c1-16)
+want=$(cat "$root/setup.cfg" "$root/pyproject.toml" "$root/scripts/setup.sh" | sha256sum | cut -c1-16)
 if [[ ! -x $venv/bin/python ]]; then
   echo "setup: creating $venv" >&2
   "$python" -m venv "$venv"
@@ -33,5 +33,8 @@ fi
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "setup: installing tf_for_slurm[tf-cpu,mpi,test] into $venv (about a minute the first time)" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[tf-cpu,mpi,test]"
+  # tf_keras (Keras 2) for model.fit under TF2 strategies; --no-deps: it would pull the 2.2 GB
+  # `tensorflow` wheel on top of tensorflow-cpu
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps tf-keras==2.21.0
   echo "$want" > "$stamp"
 fi
