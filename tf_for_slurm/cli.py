@@ -44,7 +44,19 @@ def _offline_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rank", type=int, help="the task to print (default: this task)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_in(argv: Optional[Sequence[str]]) -> Optional[str]:
+    """The subcommand named in argv (first word that is not an option or an option's value)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    while words:
+        word = words.pop(0)
+        if word == "--log-level":
+            words = words[1:]
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="tf-slurm", description="Distributed TensorFlow on Slurm: plans, TF_CONFIG, launch.")
     parser.add_argument("--log-level", default=os.environ.get("TF_SLURM_LOG_LEVEL", "WARNING"),
                         help="DEBUG, INFO, WARNING (default), ERROR, CRITICAL")
@@ -75,13 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iface", required=True, help="network interface, e.g. ib0")
     p.add_argument("--append", metavar="FILE", help="append the line to FILE (for TF_SLURM_ADDRESS=file:FILE)")
 
+    # `mem` and `local` live in their own modules; import only the one being run (start-up time)
+    chosen = _command_in(argv)
     for name, module, helptext in (("mem", "memory", "per-task memory (MB) for sbatch templates"),
                                    ("local", "launcher", "run N tasks locally with a Slurm-like environment")):
-        mod = _optional_module(module)
-        if mod is not None:
-            p = sub.add_parser(name, help=helptext)
-            mod.add_arguments(p)
-            p.set_defaults(_module=mod)
+        p = sub.add_parser(name, help=helptext, add_help=chosen == name)
+        if chosen == name:
+            mod = _optional_module(module)
+            if mod is not None:
+                mod.add_arguments(p)
+                p.set_defaults(_module=mod)
     return parser
 
 
@@ -209,7 +224,7 @@ COMMANDS = {"explain": cmd_explain, "tf-config": cmd_tf_config, "env": cmd_env, 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     level = str(args.log_level).upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
