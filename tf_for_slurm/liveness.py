@@ -13,8 +13,3 @@ def port_accepts(host: str, port: int, timeout: float = 0.5) -> bool:
     except OSError:
         return False
 
-
-def split_address(address: str) -> tuple[str, int]:
-    """'host:port' (or '[v6]:port') -> (host, port)."""
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)

@@ -33,11 +33,6 @@ class Task(NamedTuple):
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
 
-    @property
-    def name(self) -> str:
-        """'worker:3' style label for messages."""
-        return f"{self.role}:{self.index}"
-
 
 @dataclass(frozen=True)
 class ClusterPlan:
@@ -95,7 +90,7 @@ class ClusterPlan:
 
     @cached_property
     def _addresses_by_role(self) -> dict:
-        groups: dict = {"chief": [], "ps": [], "worker": [], "evaluator": []}
+        groups: dict = {role: [] for role in ROLE_ORDER}
         for t in self.tasks:  # tasks are in rank order and indices grow with rank
             host = t.host
             groups[t.role].append(f"[{host}]:{t.port}" if ":" in host else f"{host}:{t.port}")
