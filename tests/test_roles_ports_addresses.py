@@ -44,7 +44,7 @@ BAD_ROLES = [
     (lambda: roles_from_list(["evaluator", "evaluator", "worker"], 3), "expected at most one 'evaluator'"),
     (lambda: first_ps(2, 2), "ps=2: expected at most 1"),
     (lambda: first_ps(3, -1), "ps=-1: expected a number of parameter servers >= 0"),
-    (lambda: ps_per_node((1, 1)), "placement 'ps-per-node'"),
+    (lambda: ps_per_node((1, 1)), "placement='per-node' gives roles"),
     (lambda: with_chief(("ps",)), "expected a 'worker' to turn into the chief"),
 ]
 

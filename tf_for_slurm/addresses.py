@@ -40,10 +40,28 @@ def parse_policy(spec: Optional[str], name: str = "TF_SLURM_ADDRESS") -> Address
     if not sep or kind not in ("template", "iface", "file") or not arg:
         raise UsageError(bad_value(name, spec, _EXPECTED))
     if kind == "template":
-        fields = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
-        if any(f != "host" for f in fields):
+        try:
+            fields = [(f, spec_, conv) for _, f, spec_, conv in string.Formatter().parse(arg) if f is not None]
+        except ValueError as exc:  # '{host' (unbalanced braces)
+            raise UsageError(bad_value(name, spec, f"a template like '{{host}}-ib' ({exc})")) from None
+        if any(f != "host" or spec_ or conv for f, spec_, conv in fields):
             raise UsageError(bad_value(name, spec, "a template whose only field is {host}, like '{host}-ib'"))
+        from .slurm import is_host_name
+
+        sample = arg.format(host="node1")
+        if not (is_host_name(sample) or _is_ipv6(sample)):
+            raise UsageError(bad_value(name, spec, "a template that makes host names, like '{host}-ib' "
+                                       f"(it makes {sample!r} from node1)"))
     return AddressPolicy(kind, arg)
+
+
+def _is_ipv6(text: str) -> bool:
+    import ipaddress
+
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv6Address)
+    except ValueError:
+        return False
 
 
 def hosts_for(nodes: Iterable[str], policy: AddressPolicy,
@@ -55,7 +73,9 @@ def hosts_for(nodes: Iterable[str], policy: AddressPolicy,
     if policy.kind == "template":
         return {n: policy.arg.format(host=n) for n in unique}
     if node_addresses is None:
-        raise PlanError(f"address policy {policy.kind}:{policy.arg}: expected per-node addresses to be gathered")
+        raise PlanError(f"address policy {policy.kind}:{policy.arg}: expected per-node addresses gathered first "
+                        "(tf_for_slurm.mpi.plan_from_mpi, or `tf-slurm node-address --append FILE` once per "
+                        "node and TF_SLURM_ADDRESS=file:FILE)")
     missing = [n for n in unique if n not in node_addresses]
     if missing:
         raise PlanError(

@@ -43,28 +43,28 @@ def validate_roles(roles: Sequence[str], name: str = "ListOfTFTasks") -> None:
             raise PlanError(f"{name}={_brief(roles)}: expected at most one {single!r}, got {roles.count(single)}")
 
 
-def first_ps(ntasks: int, n_ps: int = 1, chief: bool = False) -> tuple:
+def first_ps(ntasks: int, n_ps: int = 1, chief: bool = False, name: str = "ps") -> tuple:
     """The seeds' default: the first n_ps tasks are ps, then (optionally) one chief, the rest workers."""
-    if not isinstance(n_ps, int) or n_ps < 0:
-        raise PlanError(bad_value("ps", n_ps, "a number of parameter servers >= 0"))
+    if isinstance(n_ps, bool) or not isinstance(n_ps, int) or n_ps < 0:
+        raise PlanError(bad_value(name, n_ps, "a number of parameter servers >= 0"))
     need = n_ps + (1 if chief else 0) + 1
     if ntasks < need:
         raise PlanError(
-            bad_value("ps", n_ps, f"at most {ntasks - need + n_ps} so that {ntasks} tasks leave a worker")
+            bad_value(name, n_ps, f"at most {ntasks - need + n_ps} so that {ntasks} tasks leave a worker")
         )
     roles = ["ps"] * n_ps + (["chief"] if chief else [])
     roles += ["worker"] * (ntasks - len(roles))
     return tuple(roles)
 
 
-def ps_per_node(tasks_per_node: Sequence[int], chief: bool = False) -> tuple:
+def ps_per_node(tasks_per_node: Sequence[int], chief: bool = False, name: str = "placement") -> tuple:
     """One ps per node (the node's first task), so parameter traffic spreads over every node's NIC."""
     roles: list = []
     for count in tasks_per_node:
         roles += ["ps"] + ["worker"] * (count - 1)
     if chief:
         roles[roles.index("worker") if "worker" in roles else len(roles)] = "chief"
-    validate_roles(roles, "placement 'ps-per-node'")
+    validate_roles(roles, f"{name}='per-node' gives roles")
     return tuple(roles)
 
 

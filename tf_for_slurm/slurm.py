@@ -12,9 +12,15 @@ from typing import Mapping, Optional, Sequence
 
 import hostlist
 
-from .errors import SlurmEnvError, bad_value
+from .errors import SlurmEnvError, UsageError, bad_value
 
-_TPN_ITEM = re.compile(r"^\s*(\d+)\s*(?:\(\s*x\s*(\d+)\s*\))?\s*$")
+# A host name as RFC 1123 defines it (labels of letters, digits and '-', 1-63 characters, not
+# starting or ending with '-', 253 in all), plus '_', which some sites use in Slurm node names.
+_HOST_RE = re.compile(r"(?=.{1,253}$)(?!-)[A-Za-z0-9_-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9_-]{1,63}(?<!-))*\.?")
+_HOST_EXPECTED = ("host names of ASCII letters, digits, '-' and '.' (RFC 1123 labels of 1-63 characters, "
+                  "no spaces)")
+MAX_TASKS = hostlist.MAX_SIZE  # python-hostlist's own bound on one expansion
+MAX_MEMORY_MB = 1 << 40  # 1 EiB: larger values are typing errors, not memory
 
 
 @dataclass(frozen=True)
@@ -64,19 +70,21 @@ class SlurmStep:
 
 
 def parse_tasks_per_node(spec: str, name: str = "SLURM_TASKS_PER_NODE") -> tuple:
-    """'2(x3),1' -> (2, 2, 2, 1): Slurm's compressed per-node task counts."""
+    """'2(x3),1' -> (2, 2, 2, 1): Slurm's compressed per-node task counts (python-hostlist's parser,
+    with blanks allowed and every count and repeat at least 1)."""
+    expected = "a task count list like '4' or '2(x3),1'"
     if not isinstance(spec, str) or not spec.strip():
-        raise SlurmEnvError(bad_value(name, spec, "a task count list like '4' or '2(x3),1'"))
-    out: list = []
-    for item in spec.split(","):
-        m = _TPN_ITEM.match(item)
-        if not m:
-            raise SlurmEnvError(bad_value(name, spec, "a task count list like '4' or '2(x3),1'"))
-        count, repeat = int(m.group(1)), int(m.group(2) or 1)
-        if count < 1 or repeat < 1:
-            raise SlurmEnvError(bad_value(name, spec, "task counts and repeats of at least 1"))
-        out.extend([count] * repeat)
-    return tuple(out)
+        raise SlurmEnvError(bad_value(name, spec, expected))
+    compact = re.sub(r"\s+", "", spec)
+    try:
+        counts = hostlist.parse_slurm_tasks_per_node(compact)
+    except hostlist.BadHostlist as exc:
+        raise SlurmEnvError(bad_value(name, spec, f"{expected} ({exc})")) from None
+    if not counts or min(counts) < 1 or re.search(r"\(x0+\)", compact):
+        raise SlurmEnvError(bad_value(name, spec, "task counts and repeats of at least 1"))
+    if sum(counts) > MAX_TASKS:
+        raise SlurmEnvError(bad_value(name, spec, f"at most {MAX_TASKS} tasks"))
+    return tuple(counts)
 
 
 def format_tasks_per_node(counts: Sequence[int]) -> str:
@@ -102,7 +110,24 @@ def expand_nodelist(spec: str, name: str = "SLURM_JOB_NODELIST") -> tuple:
         raise SlurmEnvError(bad_value(name, spec, f"a Slurm hostlist like 'node[1-3],gpu05' ({exc})")) from None
     if not nodes:
         raise SlurmEnvError(bad_value(name, spec, "at least one node"))
+    check_host_names(nodes, name, spec)
     return tuple(nodes)
+
+
+def is_host_name(host: str) -> bool:
+    """True for an RFC 1123 host name (or IPv4 address); see _HOST_RE."""
+    return isinstance(host, str) and host.isascii() and _HOST_RE.fullmatch(host) is not None
+
+
+def check_host_names(names: Sequence[str], name: str, spec: object = None) -> None:
+    """Reject names no resolver accepts ('node 1', non-ASCII) now, with the variable named, instead of
+    at getaddrinfo time on one task or inside TF_CONFIG."""
+    match = _HOST_RE.fullmatch
+    for host in dict.fromkeys(names):
+        if not (host.isascii() and match(host)):
+            shown = spec if spec is not None else host
+            detail = "" if shown == host else f" (node {host!r})"
+            raise SlurmEnvError(bad_value(name, shown, _HOST_EXPECTED) + detail)
 
 
 def parse_port_list(spec: str, name: str = "SLURM_STEP_RESV_PORTS") -> tuple:
@@ -119,6 +144,17 @@ def parse_port_list(spec: str, name: str = "SLURM_STEP_RESV_PORTS") -> tuple:
             raise SlurmEnvError(bad_value(name, spec, expected + " within 1-65535, low before high"))
         out.extend(range(a, b + 1))
     return tuple(out)
+
+
+def check_env(env: object, name: str = "env") -> Mapping[str, str]:
+    """The environment argument of a public function: a mapping whose Slurm/tf_for_slurm values are
+    strings (as in os.environ), so a wrong type is one error naming it, not a TypeError inside."""
+    if not isinstance(env, Mapping):
+        raise UsageError(bad_value(name, env, "a mapping of variable names to strings, like os.environ"))
+    for key, value in env.items():
+        if isinstance(key, str) and key.startswith(("SLURM", "TF_SLURM_")) and not isinstance(value, str):
+            raise UsageError(bad_value(f"{name}[{key!r}]", value, "a string, as in os.environ"))
+    return env
 
 
 def _first(env: Mapping[str, str], *names: str) -> tuple:
@@ -146,10 +182,13 @@ def _mem_mb(env: Mapping[str, str], name: str) -> Optional[int]:
     value = env.get(name)
     if not value:
         return None
-    m = re.fullmatch(r"\s*(\d+)\s*([MG]?)\s*", value)
+    m = re.fullmatch(r"\s*(\d+)\s*([MGT]?)\s*", value)
     if not m:
         raise SlurmEnvError(bad_value(name, value, "memory in MB like '4000' (or '4G')"))
-    return int(m.group(1)) * (1024 if m.group(2) == "G" else 1)
+    mb = int(m.group(1)) * {"": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2)]
+    if mb > MAX_MEMORY_MB:
+        raise SlurmEnvError(bad_value(name, value, f"memory of at most {MAX_MEMORY_MB} MB (1 EiB)"))
+    return mb
 
 
 def _gpu_list(value: Optional[str]) -> tuple:
@@ -160,6 +199,7 @@ def _gpu_list(value: Optional[str]) -> tuple:
 
 def step_from_env(env: Mapping[str, str]) -> SlurmStep:
     """Build and validate the SlurmStep from a mapping like os.environ."""
+    check_env(env)
     in_step = bool(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID"))
     job_name, job_id = _first(env, "SLURM_JOB_ID", "SLURM_JOBID")
     if job_id is None:
@@ -221,6 +261,7 @@ def validate_me(step: SlurmStep) -> None:
     if step.nodeid is not None and step.nodeid >= len(step.nodes):
         raise SlurmEnvError(bad_value("SLURM_NODEID", step.nodeid, f"a node index below {len(step.nodes)}"))
     if step.node_name is not None:
+        check_host_names([step.node_name], "SLURMD_NODENAME")
         if step.node_name not in step.nodes:
             raise SlurmEnvError(
                 bad_value("SLURMD_NODENAME", step.node_name, f"one of the step's nodes {_short(step.nodes)}")
