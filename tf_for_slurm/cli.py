@@ -76,11 +76,23 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     _role_options(p)
     _offline_options(p)
 
-    p = sub.add_parser("exec", help="run a command with TF_CONFIG and friends set (ps watched by a sidecar)")
+    p = sub.add_parser("exec", help="run this task's command with TF_CONFIG set, supervised until the step ends")
     _role_options(p)
-    p.add_argument("--no-sidecar", action="store_true", help="run a ps command without the sidecar")
-    p.add_argument("--sidecar-log-level", default=os.environ.get("TF_SLURM_SIDECAR_LOG_LEVEL", "WARNING"),
-                   help="ps sidecar logging level (psSidecarLoggingLevel): DEBUG..CRITICAL, default WARNING")
+    p.add_argument("--strategy", choices=["auto", "tf1", "pss", "mwms"], default=None,
+                   help="how the step ends (default: TF_SLURM_STRATEGY, else auto: ps+chief -> pss, ps -> tf1, "
+                        "no ps -> mwms)")
+    p.add_argument("--drain", type=float, default=None, metavar="SECONDS",
+                   help="after the chief finished, how long other training tasks may run (default: "
+                        "TF_SLURM_DRAIN, else 30)")
+    p.add_argument("--no-device-filters", action="store_true",
+                   help="do not give TF1 worker servers device filters (TF_SLURM_DEVICE_FILTERS=0)")
+    p.add_argument("--no-supervise", "--no-sidecar", dest="no_supervise", action="store_true",
+                   help="run the command without the supervisor (nothing ends the step for you)")
+    p.add_argument("--supervisor-log-level", "--sidecar-log-level", dest="supervisor_log_level",
+                   default=os.environ.get("TF_SLURM_SUPERVISOR_LOG_LEVEL")
+                   or os.environ.get("TF_SLURM_SIDECAR_LOG_LEVEL") or None,
+                   help="logging level of the supervisor (psSidecarLoggingLevel): DEBUG..CRITICAL "
+                        "(default: --log-level)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
     p = sub.add_parser("node-address", help="print 'NODE ADDRESS' for an interface of this node")
@@ -172,34 +184,21 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from .task_env import spill_to_file, task_env
+    from . import task_exec
 
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
-        raise UsageError("exec: expected a command after '--', e.g. tf-slurm exec -- python train.py")
-    plan = _plan(args)
-    me = plan.me
-    env = task_env(plan)
-    variables = env.variables
-    if env.spill:
-        variables = spill_to_file(env, plan, me.rank)
-        log.warning("%s (%s)", env.note, variables["TF_SLURM_TF_CONFIG_FILE"])
-    child_env = {**os.environ, **variables}
-    has_ps = plan.count("ps") > 0
-    if not args.no_sidecar and has_ps and me.role in ("ps", "worker", "chief"):
-        from . import sidecar
-
-        if me.role == "ps":
-            return sidecar.run_ps_with_sidecar(plan, command, child_env, args.sidecar_log_level)
-        return sidecar.run_and_report(plan, command, child_env)
-    try:
-        os.execvpe(command[0], command, child_env)
-    except OSError as exc:
-        sys.stderr.write(f"tf-slurm exec: cannot run {command[0]!r}: {exc.strerror}\n")
-        return 127
-    return 0  # not reached
+    if args.supervisor_log_level is not None:
+        level = str(args.supervisor_log_level).strip().upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise UsageError(bad_value("--supervisor-log-level", args.supervisor_log_level,
+                                       "DEBUG, INFO, WARNING, ERROR or CRITICAL"))
+        logging.getLogger("tf_for_slurm.supervisor").setLevel(level)
+    return task_exec.run(command, tasks=args.tasks.split(",") if args.tasks else None, ps=args.ps,
+                         placement=args.placement, chief=args.chief, address=args.address,
+                         strategy=args.strategy, drain=args.drain, device_filters=not args.no_device_filters,
+                         supervise=not args.no_supervise)
 
 
 def cmd_node_address(args: argparse.Namespace) -> int:

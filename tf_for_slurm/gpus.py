@@ -118,3 +118,24 @@ def bound_per_task(cuda_visible_devices: Optional[str], slurm_step_gpus: Optiona
     mine = parse_gpu_list(cuda_visible_devices, "CUDA_VISIBLE_DEVICES")
     step = parse_gpu_list(slurm_step_gpus, "SLURM_STEP_GPUS")
     return bool(mine) and len(mine) < len(step)
+
+
+def devices_for_task(tasks: Sequence, rank: int, cuda_visible_devices: Optional[str],
+                     slurm_step_gpus: Optional[str]) -> Optional[str]:
+    """CUDA_VISIBLE_DEVICES for task `rank` on its own node, or None to leave it as Slurm set it.
+
+    ps: '' (none).  A task Slurm already bound to its own GPUs keeps them.  Otherwise its share of
+    the node's pool (CUDA_VISIBLE_DEVICES, the plan's GPUs, or SLURM_STEP_GPUS: Slurm's own ids).
+    No GPU anywhere: None (CPU nodes are left alone).
+    """
+    me = next((t for t in tasks if t.rank == rank), None)
+    if me is None:
+        raise UsageError(bad_value("rank", rank, f"one of the plan's ranks 0..{len(tasks) - 1}"))
+    if me.role not in GPU_ROLES:
+        return ""
+    if bound_per_task(cuda_visible_devices, slurm_step_gpus):
+        return (cuda_visible_devices or "").strip()
+    pool = pick_gpu_source(cuda_visible_devices, me.gpus, slurm_step_gpus)
+    if not pool:
+        return None
+    return visible_devices_for(tasks, rank, pool)

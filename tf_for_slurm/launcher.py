@@ -17,9 +17,11 @@ import argparse
 import logging
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -39,7 +41,8 @@ _DROP_PREFIXES = ("SLURM_", "SLURMD_")
 _DROP_NAMES = ("TF_CONFIG", "TF_SLURM_TASKS", "TF_SLURM_PS", "TF_SLURM_ADDRESS", "TF_SLURM_PORT_SCOPE",
                # what `tf-slurm exec` exports for one task of some other step
                "TF_SLURM_JOB_TYPE", "TF_SLURM_TASK_INDEX", "TF_SLURM_RANK", "TF_SLURM_NUM_PS",
-               "TF_SLURM_NUM_WORKERS", "TF_SLURM_SELF_ADDRESS", "TF_SLURM_TF_CONFIG_FILE")
+               "TF_SLURM_NUM_WORKERS", "TF_SLURM_SELF_ADDRESS", "TF_SLURM_TF_CONFIG_FILE",
+               "TF_SLURM_SUPERVISED", "TF_SLURM_LAUNCH_REPORT", "TF_SLURM_DEVICE_FILTERS", "TF_SLURM_STRATEGY")
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,7 @@ class _Step:
         self.first_failure: Optional[tuple] = None  # (rank, status)
         self.signal_received: Optional[int] = None
         self.kill_deadline: Optional[float] = None  # when SIGKILL follows the SIGTERM
+        self.report: Optional[str] = None  # file where supervisors name the task that failed first
 
     def signal_all(self, signo: int) -> None:
         for rank, proc in enumerate(self.procs):
@@ -237,10 +241,25 @@ class _Step:
             self.status[rank] = status
             log.debug("task %d exited with status %d", rank, status)
             if status != 0 and self.first_failure is None:
-                self.first_failure = (rank, status)
+                self.first_failure = self.origin(rank, status)
                 if self.signal_received is None:
-                    log.error("task %d exited with status %d: ending the other tasks", rank, status)
+                    first, first_status = self.first_failure
+                    log.error("task %d exited with status %d%s: ending the other tasks", first, first_status,
+                              "" if first == rank else f" (task {rank} passed it on)")
                 self.terminate()
+
+    def origin(self, rank: int, status: int) -> tuple:
+        """(rank, status) of the task that failed first: the supervisors' report when there is one
+        (written before any other task hears of the failure), else the first task seen failing."""
+        if self.report:
+            try:
+                with open(self.report, encoding="ascii") as fh:
+                    first = fh.readline().split()
+                if len(first) == 2 and first[0].isdigit() and first[1].isdigit():
+                    return int(first[0]), int(first[1])
+            except OSError:
+                pass
+        return rank, status
 
     def terminate(self, signo: int = signal.SIGTERM) -> None:
         """Send `signo` to every running task; SIGKILL follows after the grace."""
@@ -259,9 +278,12 @@ def _killpg(pgid: int, signo: int) -> None:
 def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = None,
            ps: Optional[int] = None, tasks: Optional[str] = None,
            base_env: Optional[Mapping[str, str]] = None, kill_grace: float = DEFAULT_KILL_GRACE,
-           stdout: Optional[BinaryIO] = None, stderr: Optional[BinaryIO] = None) -> int:
+           stdout: Optional[BinaryIO] = None, stderr: Optional[BinaryIO] = None,
+           under_exec: bool = True) -> int:
     """Run `command` as every task of the emulated step; return the first failing status (or 0).
 
+    under_exec: run each task as `tf-slurm exec -- command` (TF_CONFIG, the supervisor), as
+    `srun tf-slurm exec` would; False gives the command the Slurm variables only.
     Signal forwarding is installed only when called from the main thread.
     """
     if not command:
@@ -280,6 +302,9 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
     lock = threading.Lock()
 
     step = _Step([], kill_grace)
+    report_dir = tempfile.mkdtemp(prefix="tf_slurm_local.")
+    step.report = os.path.join(report_dir, "first_failure")
+    argv = [sys.executable, "-m", "tf_for_slurm", "exec", "--", *command] if under_exec else list(command)
     in_main = threading.current_thread() is threading.main_thread()
     previous: dict = {}
 
@@ -304,8 +329,9 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
             if step.signal_received is not None:
                 break
             env = task_env(layout, rank, str(job_id), base_env, ps, tasks)
+            env["TF_SLURM_LAUNCH_REPORT"] = step.report
             try:
-                proc = subprocess.Popen(list(command), env=env, stdin=subprocess.DEVNULL,
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         start_new_session=True, preexec_fn=preexec)
             except OSError as exc:
@@ -331,6 +357,7 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
             time.sleep(POLL_INTERVAL)
     finally:
         _reap_leftovers(step.procs, kill_grace)
+        shutil.rmtree(report_dir, ignore_errors=True)
         for p in prefixers:
             p.thread.join(timeout=2.0)
         if in_main:
@@ -390,6 +417,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="numeric SLURM_JOB_ID to use (default: a fresh random one per launch)")
     parser.add_argument("--kill-grace", type=float, default=DEFAULT_KILL_GRACE, metavar="SECONDS",
                         help="seconds between SIGTERM and SIGKILL when ending tasks (default %(default)s)")
+    parser.add_argument("--slurm-env-only", action="store_true",
+                        help="give the tasks the Slurm variables only (default: each task runs under "
+                             "`tf-slurm exec`, with TF_CONFIG and the supervisor)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",
                         help="the command every task runs")
 
@@ -403,7 +433,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(bad_value("command", command, "a command after '--', e.g. -- python train.py"))
     layout = make_layout(args.ntasks, args.nodes, args.tasks_per_node)
     return launch(command, layout, job_id=args.job_id, ps=args.ps, tasks=args.tasks,
-                  kill_grace=args.kill_grace)
+                  kill_grace=args.kill_grace, under_exec=not args.slurm_env_only)
 
 
 def _standalone(argv: Optional[Sequence[str]] = None) -> int:

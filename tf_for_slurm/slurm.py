@@ -300,3 +300,20 @@ def offline_step(nodelist: str, tasks_per_node: str, job_id: str = "0", step_id:
             f"or a single count, got {len(counts)}"
         )
     return SlurmStep(job_id=str(job_id), step_id=str(step_id), nodes=nodes, tasks_per_node=counts, source="offline")
+
+
+def outside_step(env: Mapping[str, str]) -> Optional[str]:
+    """A one-line reason when `env` is a job's batch script (no step) of more than one task, else None.
+
+    Why: `tf-slurm exec` run by the batch script itself (srun forgotten) would plan the job's first
+    task and wait for peers that never start.  Inside any step Slurm sets the STEP variables.
+    """
+    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    if not job or env.get("SLURM_STEP_NODELIST") or env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_STEP_ID"):
+        return None
+    ntasks = env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or "1"
+    if not ntasks.isdigit() or int(ntasks) <= 1:
+        return None
+    return (f"SLURM_NTASKS={ntasks} but no job step (SLURM_STEP_ID unset): this is the batch script of "
+            f"job {job}, not one of its {ntasks} tasks; launch them with srun, e.g. "
+            "`srun tf-slurm exec -- python train.py`")

@@ -1,19 +1,94 @@
-"""Put by `tf-slurm exec` first on PYTHONPATH when TF_CONFIG is too large for the environment.
+"""Put first on PYTHONPATH by `tf-slurm exec` for the task's Python programs; no effect elsewhere.
 
-Loads the full TF_CONFIG from TF_SLURM_TF_CONFIG_FILE into os.environ at interpreter start, then
-hands over to any other sitecustomize further down sys.path.
+- TF_SLURM_TF_CONFIG_FILE (a TF_CONFIG over 128 KiB): the full JSON goes into this interpreter's
+  os.environ only, never into the C environment, so TensorFlow sees the whole cluster while the
+  program's own subprocesses still start (the kernel refuses an environment string over 128 KiB).
+- TF_SLURM_DEVICE_FILTERS (TF1 ps/worker tasks): when TensorFlow's server module is imported, a
+  `tf.distribute.Server` of this task made without device filters gets them, so a worker's session
+  never waits for the other workers.
+Then any other sitecustomize further down sys.path runs as usual.
 """
 
 import os as _os
 import sys as _sys
 
+
+def _in_process_only(name, value):
+    environ = _os.environ
+    try:  # CPython: os.environ's mapping without putenv()
+        environ._data[environ.encodekey(name)] = environ.encodevalue(value)
+    except AttributeError:
+        environ[name] = value
+
+
 _path = _os.environ.get("TF_SLURM_TF_CONFIG_FILE")
 if _path:
     try:
         with open(_path, encoding="utf-8") as _fh:
-            _os.environ["TF_CONFIG"] = _fh.read()
+            _in_process_only("TF_CONFIG", _fh.read())
     except OSError as _exc:
         _sys.stderr.write(f"tf_for_slurm: cannot read TF_SLURM_TF_CONFIG_FILE={_path!r}: {_exc.strerror}\n")
+
+
+def _install_device_filters(filters, job):
+    import importlib.abc
+    import importlib.machinery
+
+    target = "tensorflow.python.training.server_lib"
+
+    def patch(module):
+        server = getattr(module, "Server", None)
+        if server is None or getattr(server, "_tf_slurm_filters", False):
+            return
+        original = server.__init__
+
+        def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol=None, config=None,
+                     start=True):
+            if job_name == job:
+                from tensorflow.core.protobuf import config_pb2
+
+                if config is None:
+                    config = config_pb2.ConfigProto(device_filters=filters)
+                elif not config.device_filters:
+                    merged = config_pb2.ConfigProto()
+                    merged.CopyFrom(config)
+                    merged.device_filters.extend(filters)
+                    config = merged
+            original(self, server_or_cluster_def, job_name, task_index, protocol, config, start)
+
+        server.__init__ = __init__
+        server._tf_slurm_filters = True
+
+    class _Loader(importlib.abc.Loader):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def create_module(self, spec):
+            return self.inner.create_module(spec)
+
+        def exec_module(self, module):
+            self.inner.exec_module(module)
+            try:
+                patch(module)
+            except Exception as exc:  # never break the user's program for a convenience
+                _sys.stderr.write(f"tf_for_slurm: device filters not applied: {exc}\n")
+
+    class _Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target_module=None):
+            if name != target:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Loader(spec.loader)
+            return spec
+
+    _sys.meta_path.insert(0, _Finder())
+
+
+_filters = _os.environ.get("TF_SLURM_DEVICE_FILTERS")
+_job = _os.environ.get("TF_SLURM_JOB_TYPE")
+if _filters and _job:
+    _install_device_filters([f for f in _filters.split(",") if f], _job)
 
 _here = _os.path.dirname(_os.path.abspath(__file__))
 for _entry in _sys.path:

@@ -1,0 +1,92 @@
+"""Which task's end ends the step, and which tasks only serve.  Pure: plan roles in, decisions out.
+
+Why: scripts written the way TensorFlow's tutorials and the seeds write them never end some of
+their tasks (a ps or a ParameterServerStrategy worker `join()`s forever).  The supervisor under
+`tf-slurm exec` must know, without reading the script, whose exit means "training is over" and
+who is only serving.  The strategy is inferred from the plan's roles (TensorFlow's own
+conventions), or named by the user:
+
+- ``tf1``  ps and workers, no chief: TF1 graph training (the seeds).  Every worker trains and
+  exits by itself; worker 0 is the chief.  The ps serve.
+- ``pss``  ps and a chief: TF2 ParameterServerStrategy.  The chief is the coordinator and the
+  only task that trains; ps and workers serve (tutorial style: `server.join()`).
+- ``mwms`` no ps: MultiWorkerMirroredStrategy.  Every worker (and the chief) trains; worker 0
+  (or the chief) writes the final checkpoint.
+Evaluators always serve: they evaluate checkpoints until told to stop.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+from .errors import UsageError, bad_value
+
+STRATEGIES = ("tf1", "pss", "mwms")
+STRATEGY_CHOICES = ("auto",) + STRATEGIES
+
+
+class StepRoles(NamedTuple):
+    """The supervisor's view of the step: who leads, who trains, who serves."""
+
+    strategy: str  # 'tf1' | 'pss' | 'mwms'
+    rule: str  # one line saying why (logged)
+    chief_rank: int  # the task whose exit 0 means training is over
+    trainers: Tuple[int, ...]  # ranks that finish by themselves (given a drain period)
+    servers: Tuple[int, ...]  # ranks ended (exit 0) once the chief is done
+
+
+def infer_strategy(roles: Sequence[str], requested: Optional[str] = None) -> Tuple[str, str]:
+    """(strategy, rule) from the roles of every task, or the user's choice ('auto' = infer)."""
+    if requested is not None and requested != "auto":
+        if requested not in STRATEGIES:
+            raise UsageError(bad_value("--strategy", requested, "one of " + ", ".join(STRATEGY_CHOICES)))
+        return requested, f"strategy {requested} (given by --strategy / TF_SLURM_STRATEGY)"
+    present = set(roles)
+    if "ps" in present and "chief" in present:
+        return "pss", ("strategy pss (the plan has ps and a chief: TF2 ParameterServerStrategy, workers "
+                       "serve; --strategy tf1 if your workers train)")
+    if "ps" in present:
+        return "tf1", "strategy tf1 (the plan has ps and no chief: TF1 ps/worker, every worker trains)"
+    return "mwms", "strategy mwms (the plan has no ps: MultiWorkerMirroredStrategy, every worker trains)"
+
+
+def step_roles(tasks: Iterable, requested: Optional[str] = None) -> StepRoles:
+    """Classify every task of the plan (`tasks`: anything with rank, role, index)."""
+    tasks = list(tasks)
+    strategy, rule = infer_strategy([t.role for t in tasks], requested)
+    chiefs = [t for t in tasks if t.role == "chief"]
+    if chiefs:
+        chief = chiefs[0]
+    else:
+        workers = [t for t in tasks if t.role == "worker" and t.index == 0]
+        if not workers:
+            raise UsageError("the plan has neither a chief nor worker 0: expected at least one worker")
+        chief = workers[0]
+    trainers: List[int] = []
+    servers: List[int] = []
+    for t in tasks:
+        if t.rank == chief.rank:
+            continue
+        if t.role in ("ps", "evaluator") or (t.role == "worker" and strategy == "pss"):
+            servers.append(t.rank)
+        else:
+            trainers.append(t.rank)
+    return StepRoles(strategy, rule, chief.rank, tuple(trainers), tuple(servers))
+
+
+def device_filters(strategy: str, role: str, index: int) -> Optional[List[str]]:
+    """Device filters for a TF1 task's sessions, or None where they do not apply.
+
+    A TF1 worker's session otherwise contacts every task of the cluster: a worker that opens its
+    session after another worker has exited waits forever.  With '/job:ps' and itself only, each
+    worker depends on the ps alone (TensorFlow's own advice for between-graph replication).
+    """
+    if strategy != "tf1" or role not in ("worker", "chief"):
+        return None
+    return ["/job:ps", f"/job:{role}/task:{index}"]
+
+
+def describe_roles(roles: StepRoles, names: Dict[int, str]) -> str:
+    """'chief worker 0 (rank 1); 2 trainers; 3 servers' for the log."""
+    return (f"{roles.rule}; the step ends with {names.get(roles.chief_rank, roles.chief_rank)}; "
+            f"{len(roles.trainers)} other training tasks, {len(roles.servers)} serving tasks")

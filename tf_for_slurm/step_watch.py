@@ -1,0 +1,192 @@
+"""The step's fate as a state machine: events in (joined, heard, exited, closed, time), actions out.
+
+Pure (no sockets, no processes, no clock): the supervisor's hub feeds it what it sees and carries
+out the `End` actions it returns, so every rule below is tested with plain data.
+
+Rules (see step_rules for who is chief, trainer or server):
+- the chief's command exits 0: servers are ended at once (status 0); trainers still running get
+  `drain` seconds to finish by themselves, then are ended with a warning; the step's status is 0.
+- any task's command exits non-zero, or its supervisor's connection closes without an exit
+  status, or it is silent for `silence` seconds, or it never connects within `connect_grace`:
+  every other task is ended with that status (1 when the task could not say), the first failure's.
+- once every task has settled (exited, said bye, or its connection closed after being told to end)
+  or `end_grace` seconds after the decision, the hub may exit with `status`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+
+from .step_rules import StepRoles
+
+LOST_STATUS = 1  # the status of a task whose supervisor vanished without saying
+
+
+class End(NamedTuple):
+    """Tell these ranks to end their command and exit with `status`."""
+
+    ranks: Tuple[int, ...]
+    status: int
+
+
+class Failure(NamedTuple):
+    rank: int
+    status: int
+    reason: str
+
+
+class StepWatch:
+    """What the hub knows about every task of the step, and what it decides."""
+
+    def __init__(self, roles: StepRoles, ranks: Sequence[int], names: Mapping[int, str], *, local_rank: int,
+                 now: float, drain: float = 30.0, silence: float = 10.0, connect_grace: float = 300.0,
+                 end_grace: float = 5.0):
+        self.roles = roles
+        self.ranks = tuple(ranks)
+        self.names = dict(names)
+        self.local_rank = local_rank
+        self.drain, self.silence, self.connect_grace, self.end_grace = drain, silence, connect_grace, end_grace
+        self.start = now
+        self.joined: Set[int] = {local_rank}
+        self.heard: Dict[int, float] = {}
+        self.exited: Dict[int, int] = {}  # rank -> status of a command that exited by itself
+        self.told: Dict[int, int] = {}  # rank -> status it was told to end with
+        self.settled: Set[int] = set()  # nothing more expected from these ranks
+        self.failure: Optional[Failure] = None
+        self.chief_done_at: Optional[float] = None
+        self.drain_deadline: Optional[float] = None
+        self.decided_at: Optional[float] = None  # when the step's status became final
+        self.notes: List[Tuple[int, str]] = []  # (logging level, message) for the caller to log
+
+    # -- helpers ---------------------------------------------------------------------------
+    def name(self, rank: int) -> str:
+        return self.names.get(rank, f"rank {rank}")
+
+    def _note(self, level: int, message: str) -> None:
+        self.notes.append((level, message))
+
+    def take_notes(self) -> List[Tuple[int, str]]:
+        notes, self.notes = self.notes, []
+        return notes
+
+    @property
+    def decided(self) -> bool:
+        return self.decided_at is not None
+
+    @property
+    def status(self) -> int:
+        return self.failure.status if self.failure is not None else 0
+
+    def _running(self, ranks) -> Tuple[int, ...]:
+        return tuple(r for r in ranks if r not in self.settled and r not in self.told)
+
+    def _end(self, ranks, status: int) -> List[End]:
+        ranks = self._running(ranks)
+        for r in ranks:
+            self.told[r] = status
+        return [End(ranks, status)] if ranks else []
+
+    def _fail(self, rank: int, status: int, reason: str, now: float) -> List[End]:
+        if self.decided:
+            self._note(logging.WARNING, f"after the step's end was decided: {reason}")
+            return []
+        self.failure = Failure(rank, status, reason)
+        self.decided_at = now
+        self._note(logging.ERROR, f"{reason}: ending every task (step status {status})")
+        return self._end(self.ranks, status)
+
+    def _pending_trainers(self) -> Tuple[int, ...]:
+        return tuple(r for r in self.roles.trainers if r not in self.exited and r not in self.settled)
+
+    def _succeed(self, now: float) -> List[End]:
+        self.decided_at = now
+        self._note(logging.INFO, "training is over: every training task has finished")
+        return self._end(self.ranks, 0)
+
+    # -- events ----------------------------------------------------------------------------
+    def join(self, rank: int, now: float) -> List[End]:
+        """A task's supervisor connected.  A late joiner after the decision is told at once."""
+        self.joined.add(rank)
+        self.heard[rank] = now
+        if self.decided and rank not in self.told and rank not in self.settled:
+            return self._end([rank], self.status)
+        if self.chief_done_at is not None and rank in self.roles.servers:
+            return self._end([rank], 0)
+        return []
+
+    def hear(self, rank: int, now: float) -> None:
+        self.heard[rank] = now
+
+    def exit(self, rank: int, status: int, now: float) -> List[End]:
+        """A task's command exited by itself with `status`."""
+        if rank in self.exited or rank in self.settled:
+            return []
+        self.exited[rank] = status
+        self.settled.add(rank)
+        if rank in self.told:  # it was being ended anyway: its status is not news
+            return []
+        if status != 0:
+            return self._fail(rank, status, f"{self.name(rank)} exited with status {status}", now)
+        self._note(logging.INFO, f"{self.name(rank)} finished (status 0)")
+        if rank == self.roles.chief_rank:
+            self.chief_done_at = now
+            actions = self._end(self.roles.servers, 0) if not self.decided else []
+            pending = self._pending_trainers()
+            if not pending:
+                return actions + self._succeed(now)
+            self.drain_deadline = now + self.drain
+            self._note(logging.INFO, f"the chief is done: waiting up to {self.drain:g} s for "
+                                     f"{len(pending)} training tasks to finish")
+            return actions
+        if self.chief_done_at is not None and not self.decided and not self._pending_trainers():
+            return self._succeed(now)
+        return []
+
+    def bye(self, rank: int) -> None:
+        """A task told to end has ended its command."""
+        self.settled.add(rank)
+
+    def closed(self, rank: int, now: float) -> List[End]:
+        """A task's connection closed (its supervisor exited, was killed, or its node failed)."""
+        if rank in self.settled:
+            return []
+        self.settled.add(rank)
+        if rank in self.told:
+            return []
+        return self._fail(rank, LOST_STATUS, f"the supervisor of {self.name(rank)} went away without an "
+                                             "exit status (killed, or its node failed)", now)
+
+    def tick(self, now: float) -> List[End]:
+        """Time passes: silence, connection grace and the drain period."""
+        actions: List[End] = []
+        if not self.decided:
+            for rank, last in self.heard.items():
+                if rank not in self.settled and now - last > self.silence:
+                    return self._fail(rank, LOST_STATUS, f"no word from the supervisor of {self.name(rank)} "
+                                                         f"for {now - last:.1f} s (node unreachable or hung)", now)
+            if now - self.start > self.connect_grace:
+                missing = [r for r in self.ranks if r not in self.joined and r not in self.settled]
+                if missing:
+                    return self._fail(missing[0], LOST_STATUS,
+                                      f"{self.name(missing[0])} (and {len(missing) - 1} more) never connected "
+                                      f"within {self.connect_grace:g} s", now)
+            if self.drain_deadline is not None and now >= self.drain_deadline:
+                pending = self._pending_trainers()
+                for r in pending:
+                    self._note(logging.WARNING, f"{self.name(r)} still running {self.drain:g} s after the chief "
+                                                "finished: ending it")
+                self.decided_at = now
+                actions += self._end(self.ranks, 0)
+        return actions
+
+    def finished(self, now: float) -> bool:
+        """True when the hub can exit: the decision is made and every task has settled (or the
+        end grace is over)."""
+        if not self.decided:
+            return False
+        waiting = [r for r in self.ranks if r not in self.settled and r != self.local_rank]
+        return not waiting or now - self.decided_at >= self.end_grace
+
+    def unsettled(self) -> List[int]:
+        return [r for r in self.ranks if r not in self.settled and r != self.local_rank]

@@ -1,0 +1,193 @@
+"""`tf-slurm exec -- CMD`: run one task's command with TF_CONFIG and friends, under the supervisor.
+
+Why a module of its own: this is where the process environment meets the plan for a command we
+do not control.  It decides the child's environment (TF_CONFIG, GPUs, Keras 2, TF1 device
+filters, the large-cluster spill file) and hands the command to the supervisor, which ends the
+step when training ends or fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from .errors import PlanError, UsageError, bad_value
+
+log = logging.getLogger("tf_for_slurm.exec")
+
+SUPERVISED = "TF_SLURM_SUPERVISED"  # set for the command: an inner `tf-slurm exec` only execs
+LAUNCH_REPORT = "TF_SLURM_LAUNCH_REPORT"  # set by `tf-slurm local`: who failed first
+SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shim")
+_OFF = ("0", "off", "false", "no")
+
+
+@dataclass
+class ChildEnv:
+    """The command's environment, and what to clean up after it."""
+
+    variables: Dict[str, str]
+    spill_dir: Optional[str] = None
+    notes: List[str] = field(default_factory=list)
+
+
+def step_tag(env: Mapping[str, str]) -> str:
+    return ".".join(env.get(n, "") for n in ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID"))
+
+
+def keras_variables(env: Mapping[str, str], multi_task: bool, strategy: str,
+                    has_tf_keras: bool) -> tuple:
+    """({'TF_USE_LEGACY_KERAS': '1'} or {}, (level, message) or None).
+
+    Keras 3 `fit` does not run under MultiWorkerMirroredStrategy or ParameterServerStrategy
+    (keras-team/keras#20585, #18624); tf_keras does.  A user's explicit setting always wins.
+    """
+    if not multi_task or env.get("TF_USE_LEGACY_KERAS") not in (None, ""):
+        return {}, None
+    if has_tf_keras:
+        return {"TF_USE_LEGACY_KERAS": "1"}, (logging.INFO, "TF_USE_LEGACY_KERAS=1: tf.keras is tf_keras (Keras 2), "
+                                              "which supports Keras fit under distribution strategies; set "
+                                              "TF_USE_LEGACY_KERAS=0 to keep Keras 3")
+    if strategy in ("pss", "mwms"):
+        return {}, (logging.WARNING, "tf_keras is not installed: Keras 3 `fit` fails under "
+                                     "MultiWorkerMirroredStrategy/ParameterServerStrategy; fix: "
+                                     "pip install tf-keras (with tensorflow-cpu: pip install --no-deps tf-keras)")
+    return {}, None
+
+
+def _private_dir(base: str, tag: str) -> str:
+    """A directory only this user can read, for one job's spilled TF_CONFIG files."""
+    path = os.path.join(base, f"tf_slurm.{os.getuid()}.{tag}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        st = os.lstat(path)
+        if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise PlanError(bad_value("TMPDIR", base, f"a directory where {path} is ours and private "
+                                                      "(it exists with other owner or mode)")) from None
+    return path
+
+
+def child_environment(plan, roles, env: Mapping[str, str], *, device_filters: bool = True,
+                      has_tf_keras: Optional[bool] = None) -> ChildEnv:
+    """Everything the command gets on top of `env`."""
+    from .gpus import devices_for_task
+    from .step_rules import device_filters as filters_for
+    from .task_env import task_env
+
+    me = plan.me
+    tenv = task_env(plan)
+    variables = dict(tenv.variables)
+    variables[SUPERVISED] = step_tag(env)
+    variables["TF_SLURM_STRATEGY"] = roles.strategy
+    out = ChildEnv(variables)
+    python_path = []
+    gpus = devices_for_task(plan.tasks, me.rank, env.get("CUDA_VISIBLE_DEVICES"), env.get("SLURM_STEP_GPUS"))
+    if gpus is not None:
+        variables["CUDA_VISIBLE_DEVICES"] = gpus
+    if has_tf_keras is None:
+        has_tf_keras = importlib.util.find_spec("tf_keras") is not None
+    keras, message = keras_variables(env, plan.size > 1, roles.strategy, has_tf_keras)
+    variables.update(keras)
+    if message is not None:
+        log.log(*message)
+    filters = filters_for(roles.strategy, me.role, me.index) if device_filters else None
+    if filters:
+        variables["TF_SLURM_DEVICE_FILTERS"] = ",".join(filters)
+        python_path.append(SHIM_DIR)
+        log.info("device filters %s for this task's TensorFlow server (--no-device-filters to turn off)",
+                 ",".join(filters))
+    if tenv.spill:
+        base = env.get("TMPDIR") or tempfile.gettempdir()
+        out.spill_dir = _private_dir(base, f"{plan.job_id}.{plan.step_id}.{me.rank}")
+        path = os.path.join(out.spill_dir, "tf_config.json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(tenv.full_tf_config)
+        variables["TF_SLURM_TF_CONFIG_FILE"] = path
+        if SHIM_DIR not in python_path:
+            python_path.append(SHIM_DIR)
+        log.warning("%s (%s)", tenv.note, path)
+    if python_path:
+        old = env.get("PYTHONPATH", "")
+        variables["PYTHONPATH"] = os.pathsep.join(python_path + ([old] if old else []))
+    return out
+
+
+def run(command: Sequence[str], *, tasks=None, ps=None, placement=None, chief=False, address=None,
+        strategy: Optional[str] = None, drain: Optional[float] = None, device_filters: bool = True,
+        supervise: bool = True, env: Optional[Mapping[str, str]] = None) -> int:
+    """Run `command` as this task of the step; return the status the task should exit with."""
+    from .environment import plan_from_env
+    from .ports import ensure_bindable
+    from .slurm import outside_step
+    from .step_rules import step_roles
+    from .supervisor import Hub, Spoke, Timing
+
+    env = os.environ if env is None else env
+    command = list(command)
+    if not command:
+        raise UsageError("exec: expected a command after '--', e.g. tf-slurm exec -- python train.py")
+    if env.get(SUPERVISED) and env.get(SUPERVISED) == step_tag(env):
+        log.debug("already under tf-slurm exec: running the command as is")
+        return _exec(command, env)
+    reason = outside_step(env)
+    if reason:
+        raise UsageError(reason)
+    strategy = strategy or env.get("TF_SLURM_STRATEGY") or "auto"
+    if env.get("TF_SLURM_DEVICE_FILTERS", "").strip().lower() in _OFF:
+        device_filters = False
+    timing = Timing.from_env(env, drain=drain)
+    plan = plan_from_env(env, tasks=tasks, ps=ps, placement=placement, chief=chief, address=address, check=True)
+    me = plan.me
+    roles = step_roles(plan.tasks, strategy)
+    log.info("%s", roles.rule)
+    ensure_bindable(me.port, f"task {me.role}:{me.index} (rank {me.rank}, {me.address}): its TensorFlow server")
+    child = child_environment(plan, roles, env, device_filters=device_filters)
+    child_env = {**env, **child.variables}
+    report = env.get(LAUNCH_REPORT) or None
+    try:
+        if plan.size == 1 or not supervise:
+            if child.spill_dir is None:
+                return _exec(command, child_env)
+            return _run_plain(command, child_env)
+        if me.rank == roles.chief_rank:
+            return Hub(plan, roles, command, child_env, timing, report).run()
+        return Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report).run()
+    finally:
+        if child.spill_dir is not None:
+            shutil.rmtree(child.spill_dir, ignore_errors=True)
+
+
+def _exec(command: List[str], env: Mapping[str, str]) -> int:
+    try:
+        os.execvpe(command[0], command, dict(env))
+    except OSError as exc:
+        sys.stderr.write(f"tf-slurm exec: cannot run {command[0]!r}: {exc.strerror}\n")
+        return 127
+    return 0  # not reached
+
+
+def _run_plain(command: List[str], env: Mapping[str, str]) -> int:
+    """Run without peers but as a child, so the spill file can be removed afterwards."""
+    from .supervisor import Child, _Signals, _Wake, exit_status
+
+    wake = _Wake()
+    try:
+        with _Signals(wake) as sigs:
+            try:
+                child = Child(command, env, wake)
+            except OSError as exc:
+                sys.stderr.write(f"tf-slurm exec: cannot run {command[0]!r}: {exc.strerror}\n")
+                return 127
+            sigs.child = child
+            status = exit_status(child.proc.wait())
+            child.reap_group()
+            return status
+    finally:
+        wake.close()
