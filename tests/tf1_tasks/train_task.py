@@ -1,7 +1,9 @@
 """One task of a localhost TF1 cluster, for tests/test_runtime_tf1.py and bench/bench_shutdown.py.
 
     python train_task.py --roles ps,worker,worker --ports 1,2,3 --rank 1 --events ev.jsonl
-        [--mode async|sync|raise] [--steps N] [--raise-rank R] [--liveness 5]
+        [--mode async|sync|raise|exit0] [--steps N] [--raise-rank R] [--liveness 5]
+
+--mode exit0: the task --raise-rank exits 0 at once, before starting its server (never reports).
 
 Appends JSON lines {"rank", "role", "event", "t"} to --events (wall-clock seconds) so the test
 can measure shutdown latencies across processes.  Exit status: launch's return, 2 for a
@@ -85,22 +87,26 @@ def main() -> int:
     p.add_argument("--ports", required=True)
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--events", required=True)
-    p.add_argument("--mode", default="async", choices=["async", "sync", "raise"])
+    p.add_argument("--mode", default="async", choices=["async", "sync", "raise", "exit0"])
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--raise-rank", type=int, default=-1)
     p.add_argument("--barrier", action="store_true")
     p.add_argument("--liveness", type=float, default=5.0)
     p.add_argument("--startup-grace", type=float, default=60.0)
+    p.add_argument("--late-start-grace", type=float, default=30.0)
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     plan = localhost_plan(args.roles.split(","), [int(x) for x in args.ports.split(",")], args.rank)
     role = plan.me.role
     event(args.events, args.rank, role, "start")
+    if args.mode == "exit0" and args.rank == args.raise_rank:
+        event(args.events, args.rank, role, "exit", rc=0)
+        return 0
     if role == "ps":  # launch() ends a ps with os._exit: catch its last log record instead
         logging.getLogger("tf_for_slurm.runtime.launch").addHandler(_PsExitEvent(args.events, args.rank))
     try:
         rc = launch(make_train(args, args.rank), plan=plan, liveness_timeout=args.liveness,
-                    startup_grace=args.startup_grace, timeout=120, barrier=args.barrier,
+                    startup_grace=args.startup_grace, late_start_grace=args.late_start_grace, timeout=120, barrier=args.barrier,
                     barrier_timeout=120, print_every_n_steps=20)
     except TfSlurmError as exc:
         print(f"train_task: {exc}", file=sys.stderr)

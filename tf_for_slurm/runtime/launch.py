@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from ..errors import TfSlurmError, UsageError, bad_value
-from ..liveness import port_accepts
+from ..liveness import port_accepts, port_state
 from ..plan import ClusterPlan
 from .done_queue import report_done, reporter_index, reporter_tasks
 from .hooks import BarrierOnChiefHook, PrintStepHook
@@ -156,15 +156,19 @@ class _PsWatchdog:
     Without it a worker whose ps died (killed, or exited because another worker failed) sits
     in MonitoredSession's recovery loop for up to `max_wait_secs` (2 h by default).  The ps
     only leaves after this task reported, i.e. after training, so during training a closed ps
-    port is always a failure.  First the main thread is interrupted (so `finally` blocks and
-    the training exception path run); if it is stuck in C++ for another `liveness_timeout`,
-    the process exits with status 1.
+    port is always a failure: two refused connections in a row (the ps host answered that nothing
+    listens) are enough; a ps that does not answer at all counts after `liveness_timeout / 2`.
+    First the main thread is interrupted (so `finally` blocks and the training exception path
+    run); if the process has not ended `interrupt_grace` seconds later (stuck in C++, or a slow
+    interpreter teardown holding a TF server), it exits with status 1.
     """
 
-    def __init__(self, ps_tasks: list, liveness_timeout: float, startup_grace: float = 120.0):
+    def __init__(self, ps_tasks: list, liveness_timeout: float, startup_grace: float = 120.0,
+                 interrupt_grace: Optional[float] = None):
         self.ps_tasks = ps_tasks
         self.liveness_timeout = liveness_timeout
         self.startup_grace = startup_grace
+        self.interrupt_grace = min(2.0, liveness_timeout) if interrupt_grace is None else interrupt_grace
         self.fired: Optional[str] = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tf_for_slurm-ps-watchdog", daemon=True)
@@ -195,18 +199,25 @@ class _PsWatchdog:
             time.sleep(0.05)  # polling interval of a bounded wait
 
     def __exit__(self, *exc: Any) -> None:
+        if self.fired:
+            return  # keep the exit deadline: the process ends within interrupt_grace of the loss
         self._stop.set()
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
         period = min(0.5, max(0.05, self.liveness_timeout / 10))
         down_since: dict = {}  # every ps was seen up by __enter__
+        refused: dict = {}
         while not self._stop.wait(period):
             now = time.monotonic()
             for t in self.ps_tasks:
-                if port_accepts(t.host, t.port, timeout=period):
+                state = port_state(t.host, t.port, timeout=period)
+                if state == "up":
                     down_since.pop(t.rank, None)
-                elif now - down_since.setdefault(t.rank, now) >= self.liveness_timeout / 2:
+                    refused.pop(t.rank, None)
+                    continue
+                refused[t.rank] = refused.get(t.rank, 0) + 1 if state == "refused" else 0
+                if refused[t.rank] >= 2 or now - down_since.setdefault(t.rank, now) >= self.liveness_timeout / 2:
                     self._fire(t)
                     return
 
@@ -216,16 +227,17 @@ class _PsWatchdog:
         self.fired = f"lost {task.role}:{task.index} at {task.address}: its port closed during training"
         log.error("%s; stopping this task", self.fired)
         _thread.interrupt_main()
-        if not self._stop.wait(self.liveness_timeout):
-            log.error("training did not stop within %.1fs of the interrupt; exiting with status 1",
-                      self.liveness_timeout)
-            logging.shutdown()
-            os._exit(1)
+        # Not cancelled by __exit__ once fired: training that ignores the interrupt (inside
+        # TensorFlow's C++) and a slow teardown of the TF server both end here.
+        time.sleep(self.interrupt_grace)
+        log.error("this task did not end within %.1fs of losing its ps; exiting with status 1",
+                  self.interrupt_grace)
+        _fast_exit(1)
 
 
-def _fast_exit(status: int) -> None:
+def _fast_exit(status: int, role: str = "this task") -> None:
     """Leave now with `status`, skipping interpreter teardown (nothing of a ps needs it)."""
-    log.info("ps exiting with status %d", status)
+    log.info("%s exiting with status %d", role, status)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -235,15 +247,30 @@ def _fast_exit(status: int) -> None:
     os._exit(status)
 
 
+def _check_launch_arguments(plan: object, **seconds: Any) -> None:
+    """Types at the public boundary, before any server starts: one UsageError naming the argument."""
+    if plan is not None and not isinstance(plan, ClusterPlan):
+        raise UsageError(bad_value("plan", plan, "a ClusterPlan (tf_for_slurm.plan_from_env()) or None"))
+    for name, value in seconds.items():
+        if value is None and name == "timeout":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise UsageError(bad_value(name, value, "a number of seconds > 0"))
+
+
 def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[str]] = None,
            ps: Optional[int] = None, plan: Optional[ClusterPlan] = None,
            gpu_memory_fraction: Optional[float] = None, liveness_timeout: float = 5.0,
            startup_grace: float = 120.0, timeout: Optional[float] = None, barrier: bool = False,
            barrier_timeout: float = 300.0, print_every_n_steps: Optional[int] = None,
-           report_timeout: float = 30.0, ps_fast_exit: bool = True, watch_ps: bool = True) -> int:
+           report_timeout: float = 30.0, ps_fast_exit: bool = True, watch_ps: bool = True,
+           late_start_grace: float = 30.0) -> int:
     """Run this task's part of the cluster; return its exit status (callers `sys.exit` it)."""
     if not callable(train_fn):
         raise UsageError(bad_value("train_fn", train_fn, "a callable taking a TrainContext"))
+    _check_launch_arguments(plan, liveness_timeout=liveness_timeout, startup_grace=startup_grace,
+                            timeout=timeout, barrier_timeout=barrier_timeout, report_timeout=report_timeout,
+                            late_start_grace=late_start_grace)
     if plan is None:
         from .. import plan_from_env  # written alongside; imported lazily on purpose
 
@@ -256,9 +283,10 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
     server = start_server(plan, gpu_memory_fraction=gpu_memory_fraction)
     if me.role == "ps":
         status = wait_for_workers(server, plan, liveness_timeout=liveness_timeout,
-                                  startup_grace=startup_grace, timeout=timeout)
+                                  startup_grace=startup_grace, timeout=timeout,
+                                  late_start_grace=late_start_grace)
         if ps_fast_exit:
-            _fast_exit(status)
+            _fast_exit(status, "ps")
         return status
     ctx = _context(server, plan, gpu_memory_fraction, barrier, barrier_timeout, print_every_n_steps)
     if me.role == "evaluator" or not ctx.num_ps:
@@ -277,6 +305,9 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         if watchdog is not None and watchdog.fired:
             # the ps is gone: nobody to report to, and the interrupt is ours, not the user's
             raise PsLost(f"{me.role}:{me.index}: {watchdog.fired}") from exc
+        if isinstance(exc, SystemExit) and exc.code in (None, 0):  # sys.exit(0) in train_fn: success
+            report_done(server.target, ctx.num_ps, ctx.num_workers, idx, failed=False, **report)
+            raise
         log.error("%s:%d training raised; reporting the failure to the ps", me.role, me.index)
         report_done(server.target, ctx.num_ps, ctx.num_workers, idx, failed=True, **report)
         raise

@@ -1,17 +1,19 @@
 """The ps wait: what a parameter server does instead of `server.join()`.
 
-It dequeues reports from its done queue with a short deadline; between tries it probes the
-ports of the tasks that have not reported.  Outcomes (exit statuses for `sys.exit`):
+It reads its done queue every 0.05 s (the queue's size, then a dequeue only when a report is
+there: a dequeue with a deadline would make TensorFlow log three C++ lines per try); between reads
+it probes the ports of the tasks that have not reported.  Outcomes (exit statuses for `sys.exit`):
 
-- EXIT_OK (0): every chief/worker reported success.
+- EXIT_OK (0): every chief/worker reported success; or every one that came up did, and the
+  others never came up within `late_start_grace` after that (a warning names them).
 - EXIT_WORKER_LOST (1): a task that was up stopped accepting TCP connections without reporting,
-  a task never came up within `startup_grace`, or (fail_fast) a task reported that its
-  training raised.  The ERROR log line names the tasks and their addresses.
+  a task never came up within `startup_grace` while others were still training, or (fail_fast) a
+  task reported that its training raised.  The ERROR log line names the tasks and their addresses.
 - EXIT_TIMEOUT (3): the overall `timeout` passed first.
 
 A task counts as down only when its port has refused connections for `liveness_timeout / 2`
 seconds in a row, so one slow accept does not end a healthy job.  The ports are first probed
-as soon as the wait starts (and every <= 100 ms until each task has been seen up), because a
+as soon as the wait starts (and every 50 ms until each task has been seen up), because a
 task never seen up is judged by the much longer `startup_grace`; a final drain of the queue
 before declaring anyone dead catches a report enqueued just before the task exited.
 """
@@ -49,11 +51,17 @@ def _describe(tasks: list) -> str:
 
 def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5.0,
                      startup_grace: float = 120.0, timeout: Optional[float] = None, *,
-                     fail_fast: bool = True,
+                     fail_fast: bool = True, late_start_grace: float = 30.0,
                      probe: Callable[[str, int, float], bool] = port_accepts) -> int:
-    """Block until every chief/worker reported done (0) or one is lost/failed (non-zero)."""
+    """Block until every chief/worker reported done (0) or one is lost/failed (non-zero).
+
+    late_start_grace: once every task that came up has reported success, how long to wait for
+    tasks never seen up before exiting 0 (a task that ended before starting its server, e.g.
+    exited 0 at once, cannot report; one that failed fails the step through Slurm on its own).
+    """
     liveness_timeout = _seconds("liveness_timeout", liveness_timeout)
     startup_grace = _seconds("startup_grace", startup_grace)
+    late_start_grace = _seconds("late_start_grace", late_start_grace)
     timeout = _seconds("timeout", timeout, allow_none=True)
     me = plan.me
     if me.role != "ps":
@@ -65,17 +73,19 @@ def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5
 
     import tensorflow as tf
 
-    poll_ms = int(1000 * min(0.5, max(0.05, liveness_timeout / 10)))
-    probe_timeout = min(0.5, max(0.05, liveness_timeout / 10))
+    period = min(0.5, max(0.05, liveness_timeout / 10))  # probe period once every task was seen up
+    probe_timeout = period
     dead_after = liveness_timeout / 2
     graph = tf.Graph()
     with graph.as_default():
-        dequeue = create_done_queue(me.index, len(reporters)).dequeue()
+        queue = create_done_queue(me.index, len(reporters))
+        size, dequeue = queue.size(), queue.dequeue()
     config = tf.compat.v1.ConfigProto(device_filters=[f"/job:ps/task:{me.index}"])
     start = time.monotonic()
     done: dict = {}  # reporter index -> failed?
     seen_up: set = set()
     down_since: dict = {}
+    all_seen_reported_at: list = []  # when every task seen up had reported success (late starters)
 
     def take(value: int) -> Optional[int]:
         idx, failed = decode_done(value)
@@ -122,24 +132,36 @@ def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5
                 never.append(i)
         return lost, never
 
-    # Look at the workers NOW, before the session setup and the first dequeue deadline: our
-    # server is already up, so workers that were waiting for it train within a fraction of a
-    # second.  When the first look came only after the first dequeue
-    # timed out (poll_ms plus session setup, 0.6 s here, more under load), a worker that died
-    # in that window was never "seen up", so its death went unnoticed for startup_grace.
+    def late_starters_given_up() -> bool:
+        """Every task that came up reported success; the others were never seen: after
+        late_start_grace, training is over without them (a warning, exit 0)."""
+        pending = [i for i in range(len(reporters)) if i not in done]
+        if not done or any(done.values()) or any(i in seen_up for i in pending):
+            all_seen_reported_at.clear()
+            return False
+        now = time.monotonic()
+        since = all_seen_reported_at[0] if all_seen_reported_at else all_seen_reported_at.append(now) or now
+        if now - since < min(late_start_grace, max(0.0, startup_grace - (since - start))):
+            return False
+        log.warning("ps:%d every task that came up reported done; %s never came up (ended before starting "
+                    "its server?) within %.1fs after that: exiting 0 without it", me.index,
+                    _describe([reporters[i] for i in pending]), now - since)
+        return True
+
+    # Look at the workers NOW, before the session setup: our server is already up, so workers that
+    # were waiting for it train within a fraction of a second, and a worker that died before a first
+    # look was never "seen up", so its death would go unnoticed for startup_grace.
     check_pending()
     with pool, tf.compat.v1.Session(server.target, graph=graph, config=config) as sess:
-        options = tf.compat.v1.RunOptions(timeout_in_ms=poll_ms)
-        # Until every task has been seen up, look more often, for the same reason as above.
-        startup_options = tf.compat.v1.RunOptions(timeout_in_ms=min(poll_ms, 100))
 
         def try_dequeue() -> Optional[int]:
-            opts = options if len(seen_up | set(done)) == len(reporters) else startup_options
-            try:
-                return int(sess.run(dequeue, options=opts))
-            except tf.errors.DeadlineExceededError:
+            # Ask for the queue's size, and dequeue only what is there: a dequeue with a deadline
+            # makes TensorFlow log ~3 C++ lines per timeout (a cancelled RunStep), forever.
+            if int(sess.run(size)) == 0:
                 return None
+            return int(sess.run(dequeue))
 
+        next_probe = time.monotonic()
         while True:
             value = try_dequeue()
             if value is not None:
@@ -153,7 +175,16 @@ def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5
                 log.error("ps:%d timeout=%.1fs passed; still waiting for: %s", me.index, timeout,
                           _describe(missing))
                 return EXIT_TIMEOUT
+            if now < next_probe:
+                # the queue is read every 0.05 s (a report ends the wait at once); tasks are probed
+                # every 0.05 s until each was seen up (see above), then every `period`
+                time.sleep(0.05)
+                continue
             lost, never = check_pending()
+            everyone_seen = len(seen_up | set(done)) == len(reporters)
+            next_probe = time.monotonic() + (period if everyone_seen else 0.05)
+            if late_starters_given_up():
+                return EXIT_OK
             if not (lost or never):
                 continue
             # Last chance: a report enqueued just before its task exited.
