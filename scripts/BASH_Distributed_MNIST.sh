@@ -19,7 +19,8 @@
 set -euo pipefail
 
 # ---------------------------------- settings (environment wins) ----------------------------------
-IB="${IB:-IB}"                          # IB: address nodes as <node>-ib (InfiniBand); NoIB: host names
+IB="${IB:-auto}"                        # auto: <node>-ib (or TF_SLURM_IB_TEMPLATE) InfiniBand names when
+                                        # they resolve for every node, else host names; IB / NoIB force
 NUM_PS="${NUM_PS:-1}"                   # parameter servers (the first tasks); workers = tasks - NUM_PS
 LOG_LEVEL="${LOG_LEVEL:-INFO}"          # tf_for_slurm logging: DEBUG INFO WARNING ERROR
 PS_LOG_LEVEL="${PS_LOG_LEVEL:-WARNING}" # ps sidecar logging level (psSidecarLoggingLevel)
@@ -36,7 +37,7 @@ PYTHON="${PYTHON:-python3}"             # the python that has tf_for_slurm and T
 
 die() { echo "BASH_Distributed_MNIST.sh: error: $*" >&2; exit 2; }
 [[ -n "${SLURM_JOB_ID:-}" ]] || die "SLURM_JOB_ID is not set: expected to run under sbatch (or salloc)"
-[[ "$IB" == IB || "$IB" == NoIB ]] || die "IB='$IB': expected IB or NoIB"
+[[ "$IB" == auto || "$IB" == IB || "$IB" == NoIB ]] || die "IB='$IB': expected auto, IB or NoIB"
 [[ "$NUM_PS" =~ ^[1-9][0-9]*$ ]] || die "NUM_PS='$NUM_PS': expected an integer >= 1"
 [[ "$SYNC" == 0 || "$SYNC" == 1 ]] || die "SYNC='$SYNC': expected 0 or 1"
 
@@ -86,12 +87,12 @@ fi
 
 FLAGS=(--data_dir "$DATA_DIR" --model_dir "$MODEL_DIR" --batch_size "$BATCH_SIZE"
        --Iterations "$ITERATIONS" --ps "$NUM_PS" --workers "$NUM_WORKERS")
-if [[ "$IB" == NoIB ]]; then
-    export TF_SLURM_ADDRESS=hostname
-    FLAGS+=(--NoIB)
-else
-    export TF_SLURM_ADDRESS="template:{host}-ib"
-fi
+ib_template="${TF_SLURM_IB_TEMPLATE:-}"; [[ -n "$ib_template" ]] || ib_template='{host}-ib'
+case "$IB" in   # auto: every task decides the same from the node list, and logs which and why
+    NoIB) export TF_SLURM_ADDRESS=hostname; FLAGS+=(--NoIB) ;;
+    IB) export TF_SLURM_ADDRESS="template:$ib_template" ;;
+    auto) export TF_SLURM_ADDRESS="${TF_SLURM_ADDRESS:-auto}" ;;   # a site's own policy (iface:, file:) stays
+esac
 [[ "$SYNC" == 1 ]] && FLAGS+=(--sync)
 [[ "$DOWNLOAD" == 1 ]] && FLAGS+=(--download)
 

@@ -20,7 +20,8 @@
 set -euo pipefail
 
 # ---------------------------------- settings (environment wins) ----------------------------------
-IB="${IB:-IB}"                          # IB: address nodes as <node>-ib (InfiniBand); NoIB: host names
+IB="${IB:-auto}"                        # auto: <node>-ib (or TF_SLURM_IB_TEMPLATE) InfiniBand names when
+                                        # they resolve for every node, else host names; IB / NoIB force
 NUM_PS="${NUM_PS:-1}"                   # parameter servers: the first NUM_PS tasks (0: workers only,
                                         # e.g. MultiWorkerMirroredStrategy)
 LOG_LEVEL="${LOG_LEVEL:-INFO}"          # tf_for_slurm logging: DEBUG INFO WARNING ERROR
@@ -40,7 +41,7 @@ die() { echo "tf_slurm_job.sh: error: $*" >&2; exit 2; }
 [[ -n "$TRAIN_SCRIPT" ]] || die "no training script: expected 'sbatch $0 my_train.py [ARGS...]'"
 (($# > 0)) && shift
 TRAIN_ARGS=("$@")                       # or write your flags here, e.g. (--data_dir "$DATA_DIR")
-[[ "$IB" == IB || "$IB" == NoIB ]] || die "IB='$IB': expected IB or NoIB"
+[[ "$IB" == auto || "$IB" == IB || "$IB" == NoIB ]] || die "IB='$IB': expected auto, IB or NoIB"
 [[ "$NUM_PS" =~ ^[0-9]+$ ]] || die "NUM_PS='$NUM_PS': expected an integer >= 0"
 [[ "$SYNC" == 0 || "$SYNC" == 1 ]] || die "SYNC='$SYNC': expected 0 or 1"
 cd "${SLURM_SUBMIT_DIR:-$PWD}"          # relative script paths are relative to where you submitted
@@ -82,7 +83,12 @@ if grep -Eq '^MpiParams[[:space:]]*=[[:space:]]*ports=' <<<"$slurm_config"; then
     RESV_PORTS=(--resv-ports=$((2 * busiest)))
 fi
 
-if [[ "$IB" == NoIB ]]; then export TF_SLURM_ADDRESS=hostname; else export TF_SLURM_ADDRESS="template:{host}-ib"; fi
+ib_template="${TF_SLURM_IB_TEMPLATE:-}"; [[ -n "$ib_template" ]] || ib_template='{host}-ib'
+case "$IB" in   # auto: every task decides the same from the node list, and logs which and why
+    NoIB) export TF_SLURM_ADDRESS=hostname ;;
+    IB) export TF_SLURM_ADDRESS="template:$ib_template" ;;
+    auto) export TF_SLURM_ADDRESS="${TF_SLURM_ADDRESS:-auto}" ;;   # a site's own policy (iface:, file:) stays
+esac
 export TF_SLURM_PS="$NUM_PS"
 export GRPC_POLL_STRATEGY=poll          # gRPC's epoll engines misbehave on some cluster kernels
 export TF_SLURM_LOG_LEVEL="$LOG_LEVEL"

@@ -277,7 +277,7 @@ def test_generic_template_runs_unmodified_script(slurm_cluster, tmp_path):
 @pytest.mark.parametrize("template", [TEMPLATE, JOB_TEMPLATE], ids=["mnist", "generic"])
 @pytest.mark.parametrize("env,needle", [
     ({}, "SLURM_JOB_ID is not set"),
-    ({"SLURM_JOB_ID": "1", "IB": "Infiniband"}, "IB='Infiniband': expected IB or NoIB"),
+    ({"SLURM_JOB_ID": "1", "IB": "Infiniband"}, "IB='Infiniband': expected auto, IB or NoIB"),
     ({"SLURM_JOB_ID": "1", "NUM_PS": "x"}, "NUM_PS='x'"),
     ({"SLURM_JOB_ID": "1", "SYNC": "yes"}, "SYNC='yes': expected 0 or 1"),
 ])

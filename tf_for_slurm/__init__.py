@@ -14,3 +14,30 @@ __all__ = [
     "build_plan", "plan_from_env", "step_from_env",
 ]
 __version__ = "0.1.0"
+
+# The original tf4slurm names, importable from the package itself (`from tf_for_slurm import
+# PrintStepHook`).  Loaded on first use, so `import tf_for_slurm` still imports no TensorFlow (nor
+# tf_for_slurm.runtime).
+_LAZY = {
+    "GetServerDictionary": "tf_for_slurm.ServerDictionary",
+    "create_done_queue": "tf_for_slurm.runtime.done_queue",
+    "create_done_queues": "tf_for_slurm.runtime.done_queue",
+    "QueueManagementHook": "tf_for_slurm.runtime.done_queue",
+    "BarrierOnChiefHook": "tf_for_slurm.runtime.hooks",
+    "PrintStepHook": "tf_for_slurm.runtime.hooks",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tf_for_slurm' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

@@ -7,6 +7,8 @@ Policies (value of TF_SLURM_ADDRESS or the `address` argument):
 - `iface:ib0` / `file:PATH`: per-node addresses gathered beforehand in node order (mpi4py
   allgather, or `tf-slurm node-address --iface ib0 --append PATH` run once per node), passed in as
   a mapping node -> address.
+- `auto` / `auto:{host}-ib`: InfiniBand names when the template's name resolves for EVERY node of
+  the step, else host names (`decide_auto`; the templates' and the example's default, IB=auto).
 """
 
 from __future__ import annotations
@@ -14,17 +16,17 @@ from __future__ import annotations
 import socket
 import string
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 from .errors import PlanError, UsageError, bad_value
 
 DEFAULT_IB_TEMPLATE = "{host}-ib"
-_EXPECTED = "'hostname', 'template:{host}-ib', 'iface:NAME' or 'file:PATH'"
+_EXPECTED = "'hostname', 'template:{host}-ib', 'iface:NAME', 'file:PATH', 'auto' or 'auto:{host}-ib'"
 
 
 @dataclass(frozen=True)
 class AddressPolicy:
-    kind: str  # 'hostname' | 'template' | 'iface' | 'file'
+    kind: str  # 'hostname' | 'template' | 'iface' | 'file' | 'auto' (decided by decide_auto)
     arg: str = ""
 
     @property
@@ -36,10 +38,12 @@ class AddressPolicy:
 def parse_policy(spec: Optional[str], name: str = "TF_SLURM_ADDRESS") -> AddressPolicy:
     if spec is None or spec.strip() == "" or spec.strip() == "hostname":
         return AddressPolicy("hostname")
+    if spec.strip() == "auto":
+        return AddressPolicy("auto")
     kind, sep, arg = spec.strip().partition(":")
-    if not sep or kind not in ("template", "iface", "file") or not arg:
+    if not sep or kind not in ("template", "iface", "file", "auto") or not arg:
         raise UsageError(bad_value(name, spec, _EXPECTED))
-    if kind == "template":
+    if kind in ("template", "auto"):
         try:
             fields = [(f, spec_, conv) for _, f, spec_, conv in string.Formatter().parse(arg) if f is not None]
         except ValueError as exc:  # '{host' (unbalanced braces)
@@ -68,6 +72,8 @@ def hosts_for(nodes: Iterable[str], policy: AddressPolicy,
               node_addresses: Optional[Mapping[str, str]] = None) -> dict:
     """node name -> host for each distinct node."""
     unique = list(dict.fromkeys(nodes))
+    if policy.kind == "auto":
+        raise PlanError("address policy auto: expected it decided first (decide_auto) into host names or a template")
     if policy.kind == "hostname":
         return {n: n for n in unique}
     if policy.kind == "template":
@@ -119,3 +125,47 @@ def check_resolvable(host: str, who: str) -> None:
     except socket.gaierror as exc:
         raise PlanError(f"address host {host!r} of {who} does not resolve ({exc.strerror}): "
                         "expected a resolvable name (check TF_SLURM_ADDRESS / the IB template)") from None
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """What `decide_auto` chose, and the one-line reason the job log shows."""
+
+    policy: AddressPolicy
+    reason: str
+
+    @property
+    def spec(self) -> str:
+        return self.policy.kind + (":" + self.policy.arg if self.policy.arg else "")
+
+
+def decide_auto(nodes: Iterable[str], template: str, resolves: Callable[[str], bool]) -> AutoChoice:
+    """InfiniBand names (`template`) if the name of EVERY node resolves, else host names.
+
+    All or nothing, so that a cluster is never half on InfiniBand; a pure function of the node
+    list and `resolves`, so every task of a step (same node list, same name service) decides the
+    same.  Names are tried in node order and the first that fails decides.
+    """
+    unique = list(dict.fromkeys(nodes))
+    if not unique:
+        raise PlanError("address policy auto: expected at least one node")
+    names = [template.format(host=n) for n in unique]
+    for node, name in zip(unique, names):
+        if not resolves(name):
+            return AutoChoice(AddressPolicy("hostname"),
+                              f"address policy hostname (auto: InfiniBand name {name!r} of node {node} does "
+                              f"not resolve, so host names for all {len(unique)} node(s); IB=IB forces "
+                              f"template:{template})")
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return AutoChoice(AddressPolicy("template", template),
+                      f"address policy template:{template} (auto: the InfiniBand names of all {len(unique)} "
+                      f"node(s) resolve: {shown}; IB=NoIB forces host names)")
+
+
+def resolves(host: str) -> bool:
+    """True when getaddrinfo knows `host` (the resolver `decide_auto` uses in a real step)."""
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return True

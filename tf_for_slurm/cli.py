@@ -32,7 +32,7 @@ def _role_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ps", type=int, help="number of parameter servers: the first N tasks")
     g.add_argument("--placement", choices=["first", "per-node"], help="'per-node': one ps per node")
     g.add_argument("--chief", action="store_true", help="make the first worker an explicit chief")
-    g.add_argument("--address", help="address policy: hostname | template:{host}-ib | iface:ib0 | file:PATH")
+    g.add_argument("--address", help="address policy: hostname | auto | template:{host}-ib | iface:ib0 | file:PATH")
 
 
 def _offline_options(p: argparse.ArgumentParser) -> None:
@@ -131,7 +131,12 @@ def _plan(args: argparse.Namespace):
     if getattr(args, "nodelist", None):
         step = offline_step(args.nodelist, args.tasks_per_node or "1", args.job_id, args.step_id)
         roles = roles_for(step, tasks, args.ps, args.placement or "first", args.chief)
-        return build_plan(step, roles, address=parse_policy(args.address, "--address"))
+        policy = parse_policy(args.address, "--address")
+        if policy.kind == "auto":  # decided here, with this machine's resolver, as a task would
+            from .environment import decide_address
+
+            policy = decide_address(policy, step.nodes).policy
+        return build_plan(step, roles, address=policy)
     if getattr(args, "tasks_per_node", None):
         raise UsageError("--tasks-per-node given without --nodelist: expected both for an offline plan")
     return plan_from_env(tasks=tasks, ps=args.ps, placement=args.placement, chief=args.chief,

@@ -5,6 +5,7 @@ Everything it calls is pure; this module only decides which values to pass.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Mapping, Optional, Sequence
 
@@ -112,6 +113,8 @@ def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Se
     address_name = "address" if address is not None else "TF_SLURM_ADDRESS"
     spec = address if address is not None else env.get("TF_SLURM_ADDRESS")
     policy = parse_policy(spec, address_name)
+    if policy.kind == "auto":  # IB=auto: InfiniBand names if every node's resolves, else host names
+        policy = decide_address(policy, step.nodes, env).policy
     if policy.kind == "file" and node_addresses is None:
         try:
             with open(policy.arg, encoding="utf-8") as fh:
@@ -129,16 +132,83 @@ def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Se
     return plan
 
 
-def noib_address(no_ib: bool, env: Optional[Mapping[str, str]] = None) -> str:
-    """The address policy for the seeds' NoIB switch: host names, or InfiniBand names from
-    TF_SLURM_IB_TEMPLATE (default '{host}-ib').
+def compat_arguments(list_of_tasks: object, no_ib: object) -> tuple:
+    """Check GetServerDictionary's arguments: (roles list, NoIB as a bool), or one UsageError.
+
+    A string is a comma-separated ListOfTFTasks (never split into characters); NoIB must be a
+    bool (or 0/1), so NoIB="no" is not silently true.
+    """
+    if isinstance(list_of_tasks, str):
+        roles = [r for r in list_of_tasks.split(",") if r.strip()]
+    elif isinstance(list_of_tasks, Sequence) and not isinstance(list_of_tasks, bytes):
+        roles = list(list_of_tasks)
+    else:
+        raise UsageError(bad_value("ListOfTFTasks", list_of_tasks,
+                                   "a list of roles like ['ps', 'worker', 'worker'] or 'ps,worker,worker'"))
+    if isinstance(no_ib, bool) or (isinstance(no_ib, int) and no_ib in (0, 1)):
+        return roles, bool(no_ib)
+    raise UsageError(bad_value("NoIB", no_ib, "True or False"))
+
+
+def noib_address(no_ib: Optional[bool], env: Optional[Mapping[str, str]] = None) -> str:
+    """The address policy for the seeds' NoIB switch: host names (True), InfiniBand names from
+    TF_SLURM_IB_TEMPLATE, default '{host}-ib' (False), or 'auto' (None: InfiniBand names when
+    they resolve for every node of the step, else host names).
 
     An explicit TF_SLURM_ADDRESS (a site's choice, or the local launcher's loopback address) wins
-    over both: it says how this cluster's nodes must be reached.
+    over all three: it says how this cluster's nodes must be reached.
     """
     from .addresses import DEFAULT_IB_TEMPLATE
 
     env = os.environ if env is None else env
     if env.get("TF_SLURM_ADDRESS"):
         return env["TF_SLURM_ADDRESS"]
+    if no_ib is None:
+        return "auto"
     return "hostname" if no_ib else "template:" + (env.get("TF_SLURM_IB_TEMPLATE") or DEFAULT_IB_TEMPLATE)
+
+
+def decide_address(policy, nodes: Sequence[str], env: Optional[Mapping[str, str]] = None):
+    """Decide an 'auto' address policy for these nodes with the real resolver; log the choice once.
+
+    The template is the policy's own ('auto:{host}-ib'), else TF_SLURM_IB_TEMPLATE, else '{host}-ib'.
+    Returns an `addresses.AutoChoice` (`.policy`, `.reason`).
+    """
+    from .addresses import DEFAULT_IB_TEMPLATE, decide_auto, resolves
+
+    env = os.environ if env is None else env
+    template = policy.arg
+    if not template:
+        template = env.get("TF_SLURM_IB_TEMPLATE") or DEFAULT_IB_TEMPLATE
+        parse_policy("template:" + template, "TF_SLURM_IB_TEMPLATE")  # one-line error for a bad template
+    choice = decide_auto(nodes, template, resolves)
+    logging.getLogger(__name__).info("%s", choice.reason)
+    return choice
+
+
+def this_task(ps: Optional[int] = None, env: Optional[Mapping[str, str]] = None, who: str = "this hook"):
+    """This task's place for hooks built with the original arguments (no worker index).
+
+    From the plan GetServerDictionary made in this process, else TF_CONFIG, else the Slurm step
+    (roles: `ps` first tasks, else TF_SLURM_TASKS / TF_SLURM_PS, else 1 ps).  Returns a
+    `compat.TaskInfo`; one-line UsageError naming what to pass when none of them is there.
+    """
+    import json
+
+    from .compat import info_from_plan, info_from_tf_config, remembered_plan
+
+    plan = remembered_plan()
+    if plan is not None:
+        return info_from_plan(plan, "GetServerDictionary")
+    env = os.environ if env is None else env
+    if env.get("TF_CONFIG"):
+        try:
+            config = json.loads(env["TF_CONFIG"])
+        except ValueError:
+            raise UsageError(bad_value("TF_CONFIG", env["TF_CONFIG"][:80], "JSON")) from None
+        return info_from_tf_config(config)
+    if env.get("SLURM_PROCID") is not None or env.get("SLURM_STEP_ID") is not None:
+        return info_from_plan(plan_from_env(env, ps=ps, address="hostname", check=False), "the Slurm step")
+    raise UsageError(f"{who}: this task's place in the cluster is unknown (no GetServerDictionary call, no "
+                     "TF_CONFIG, no Slurm step): expected worker_index= and the counts, or a run under "
+                     "srun / tf-slurm local / tf-slurm exec")

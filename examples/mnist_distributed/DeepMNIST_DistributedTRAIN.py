@@ -1,6 +1,7 @@
 """Between-graph replicated training of a small CNN on MNIST (TF1 graph API through tf.compat.v1).
 
 `DistributedTrain` is what runs on every worker once its server is up; it knows nothing of Slurm.
+It also takes the seed's call, `DistributedTrain(FLAGS, task_index, TFCluster, TFServer, QueueHook)`.
 Variables live on the parameter servers (`replica_device_setter`), each worker computes
 gradients on its own mini-batches and applies them asynchronously, or, with `sync=True`, through
 `SyncReplicasOptimizer` (one update per round of all workers).  The chief (worker 0) also
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -82,7 +83,47 @@ class WaitForChiefInitHook(v1.train.SessionRunHook):
                 time.sleep(self._interval_s)
 
 
-def DistributedTrain(server, cluster: dict, job_type: str, task_index: int, *,
+def DistributedTrain(*args: Any, **kwargs: Any) -> dict:
+    """Train on this worker; two call forms.
+
+    - `DistributedTrain(server, cluster, job_type, task_index, *, data, model_dir, ...)`: see
+      `train_worker` (what `LaunchTFServerWithHooks.py` calls).
+    - The seed's `DistributedTrain(FLAGS, task_index, TFCluster, TFServer, QueueHook)` (positional
+      or keywords): FLAGS gives data_dir, model_dir, batch_size, Iterations (and, when present,
+      learning_rate, sync, eval_every); see `train_worker_seed_form`.
+    """
+    seed_form = any(k in kwargs for k in ("FLAGS", "TFCluster", "TFServer", "QueueHook")) or (
+        bool(args) and hasattr(args[0], "Iterations") and not hasattr(args[0], "target"))
+    return train_worker_seed_form(*args, **kwargs) if seed_form else train_worker(*args, **kwargs)
+
+
+def train_worker_seed_form(FLAGS: Any, task_index: int, TFCluster: Any, TFServer: Any,  # noqa: N803
+                           QueueHook: Any = None) -> dict:
+    """The seed's call: worker `task_index` of `TFCluster` (a ClusterSpec or dict), chief = worker 0.
+
+    Our `QueueManagementHook` is not run as a session hook here: its report goes out after the
+    session has closed (`reporting_done`), because the chief's last checkpoint is written in the
+    session's end, after the user hooks, and needs the ps, which leaves on the last report.
+    Any other hook object is added to the session's hooks as the seed did.
+    """
+    from mnist_data import load_mnist
+    from tf_for_slurm.runtime.done_queue import QueueManagementHook, reporting_done
+
+    for name in ("data_dir", "model_dir", "batch_size", "Iterations"):
+        if not hasattr(FLAGS, name):
+            raise UsageError(bad_value("FLAGS", type(FLAGS).__name__, f"flags with {name} (the seed's FLAGS)"))
+    cluster = TFCluster.as_dict() if hasattr(TFCluster, "as_dict") else dict(TFCluster)
+    kwargs = dict(data=load_mnist(FLAGS.data_dir), model_dir=FLAGS.model_dir, batch_size=FLAGS.batch_size,
+                  iterations=FLAGS.Iterations, learning_rate=getattr(FLAGS, "learning_rate", DEFAULT_LEARNING_RATE),
+                  sync=bool(getattr(FLAGS, "sync", False)), is_chief=task_index == 0,
+                  eval_every=getattr(FLAGS, "eval_every", defaults.EVAL_EVERY))
+    if isinstance(QueueHook, QueueManagementHook):
+        with reporting_done(TFServer.target, QueueHook.n_ps, QueueHook.n_workers, QueueHook.worker_index):
+            return train_worker(TFServer, cluster, "worker", task_index, **kwargs)
+    return train_worker(TFServer, cluster, "worker", task_index, hooks=[QueueHook] if QueueHook else (), **kwargs)
+
+
+def train_worker(server: Any, cluster: dict, job_type: str, task_index: int, *,
                      data: MnistData, model_dir: str,
                      batch_size: int = DEFAULT_BATCH_SIZE,
                      iterations: int = DEFAULT_ITERATIONS,

@@ -1,6 +1,7 @@
 """Start this Slurm task's TensorFlow server (ps or worker) and train the MNIST CNN on the workers.
 
     srun -n 3 python LaunchTFServerWithHooks.py --data_dir DIR --model_dir runs/mnist --ps 1 --workers 2
+    srun -n 3 python LaunchTFServerWithHooks.py --data_dir DIR --model_dir M -batch_size 50 -Iterations 1000
     tf-slurm local -n 3 --ps 1 -- python examples/mnist_distributed/LaunchTFServerWithHooks.py \\
         --data_dir ../shared/data/mnist --model_dir runs/mnist --ps 1 --workers 2
 
@@ -18,6 +19,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import Optional
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 try:  # run from a checkout without installing the package
@@ -30,21 +32,32 @@ from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value  # noqa: E40
 log = logging.getLogger("LaunchTFServerWithHooks")
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Flag errors as one line on stderr and exit status 2 (no usage block), like the library's."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"LaunchTFServerWithHooks.py: error: {message}\n")
+        raise SystemExit(2)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     from defaults import BATCH_SIZE, EVAL_EVERY, ITERATIONS, LEARNING_RATE  # no TensorFlow import
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _OneLineParser(description=__doc__.splitlines()[0])
     p.add_argument("--data_dir", required=True, help="folder with the MNIST IDX files (plain or .gz)")
     p.add_argument("--model_dir", required=True, help="checkpoints, TensorBoard summaries, metrics.json")
-    p.add_argument("--batch_size", type=int, default=BATCH_SIZE, help="per-worker batch size")
-    p.add_argument("--Iterations", type=int, default=ITERATIONS,
+    # -batch_size, -Iterations, -ps, -workers: the seed's single-dash spellings work too
+    p.add_argument("-batch_size", "--batch_size", type=int, default=BATCH_SIZE, help="per-worker batch size")
+    p.add_argument("-Iterations", "--Iterations", type=int, default=ITERATIONS,
                    help="global-step target; a rerun with a larger value resumes and continues")
-    p.add_argument("--ps", type=int, required=True, help="number of parameter servers (the first tasks)")
-    p.add_argument("--workers", type=int, required=True, help="number of workers (the other tasks)")
-    p.add_argument("--NoIB", action="store_true",
-                   help="address nodes by host name instead of their InfiniBand name "
-                        "(TF_SLURM_IB_TEMPLATE, default '{host}-ib'); an explicit TF_SLURM_ADDRESS "
-                        "policy overrides both")
+    p.add_argument("-ps", "--ps", type=int, default=1, help="number of parameter servers (the first tasks; default 1)")
+    p.add_argument("-workers", "--workers", type=int, default=None,
+                   help="number of workers (default: the step's other tasks); ps + workers must be the step's tasks")
+    p.add_argument("--IB", choices=("auto", "IB", "NoIB"), default="auto",
+                   help="node addresses: auto (default: InfiniBand names, TF_SLURM_IB_TEMPLATE or '{host}-ib', "
+                        "when they resolve for every node, else host names), IB (force them) or NoIB (host "
+                        "names); an explicit TF_SLURM_ADDRESS policy overrides all three")
+    p.add_argument("--NoIB", action="store_true", help="same as --IB NoIB (the seed's flag)")
     p.add_argument("--sync", action="store_true",
                    help="synchronous updates (SyncReplicasOptimizer) instead of asynchronous")
     p.add_argument("--learning_rate", type=float, default=LEARNING_RATE, help="Adam learning rate")
@@ -59,6 +72,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def check_flags(args: argparse.Namespace) -> None:
     """Reject values no run could use before any server starts (one line, exit status 2)."""
+    if args.NoIB and args.IB == "IB":
+        raise UsageError("--NoIB and --IB IB: expected one of them")
     for name, value, ok, expected in (
             ("--Iterations", args.Iterations, args.Iterations >= 1, "a global-step target >= 1"),
             ("--batch_size", args.batch_size, args.batch_size >= 1, "a batch size >= 1"),
@@ -68,10 +83,19 @@ def check_flags(args: argparse.Namespace) -> None:
             raise UsageError(bad_value(name, value, expected))
 
 
-def list_of_tf_tasks(ps: int, workers: int, ntasks: int) -> list:
-    """['ps'] * ps + ['worker'] * workers, checked against the number of tasks in the step."""
+def list_of_tf_tasks(ps: int, workers: Optional[int], ntasks: int) -> list:
+    """['ps'] * ps + ['worker'] * workers, checked against the number of tasks in the step.
+
+    workers=None: the step's other tasks (the seed's command line always gave both counts; the
+    step already knows the total).
+    """
     if ps < 1:
         raise UsageError(bad_value("--ps", ps, "at least 1 parameter server"))
+    if workers is None:
+        if ps >= ntasks:
+            raise UsageError(f"--ps={ps} leaves no worker among the step's {ntasks} tasks: expected --ps "
+                             f"< {ntasks} (or more tasks: srun -n / tf-slurm local -n)")
+        workers = ntasks - ps
     if workers < 1:
         raise UsageError(bad_value("--workers", workers, "at least 1 worker"))
     if ps + workers != ntasks:
@@ -91,7 +115,9 @@ def main(argv=None) -> int:
 
     ntasks = step_from_env(os.environ).ntasks
     tasks = list_of_tf_tasks(args.ps, args.workers, ntasks)
-    plan = plan_from_env(tasks=tasks, address=noib_address(args.NoIB))
+    args.workers = tasks.count("worker")
+    no_ib = True if args.NoIB else {"auto": None, "IB": False, "NoIB": True}[args.IB]
+    plan = plan_from_env(tasks=tasks, address=noib_address(no_ib))
     me = plan.me
     log.info("task %d of %d: %s:%d at %s; cluster %s", me.rank, plan.size, me.role, me.index,
              me.address, plan.server_dictionary())

@@ -18,6 +18,7 @@ import contextlib
 import logging
 from typing import Any, Iterator, Optional, Sequence
 
+from ..compat import fill_from_task, one_of
 from ..errors import UsageError, bad_value
 from ..plan import ClusterPlan, Task
 from .hooks import SessionHook
@@ -56,8 +57,9 @@ def decode_done(value: int) -> tuple:
     return (-value - 1, True) if value < 0 else (value, False)
 
 
-def _check_counts(n_ps: int, n_workers: int, worker_index: Optional[int] = None) -> None:
-    for name, v in (("n_ps", n_ps), ("n_workers", n_workers)):
+def _check_counts(n_ps: int, n_workers: int, worker_index: Optional[int] = None,
+                  names: Sequence[str] = ("n_ps", "n_workers")) -> None:
+    for name, v in zip(names, (n_ps, n_workers)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UsageError(bad_value(name, v, "an int >= 1"))
     if worker_index is not None and (isinstance(worker_index, bool) or not isinstance(worker_index, int)
@@ -65,9 +67,16 @@ def _check_counts(n_ps: int, n_workers: int, worker_index: Optional[int] = None)
         raise UsageError(bad_value("worker_index", worker_index, f"an int in [0, {n_workers - 1}]"))
 
 
-def create_done_queue(i: int, n_workers: int) -> Any:
-    """The done queue of ps task `i`, in the current graph, placed on /job:ps/task:i."""
-    _check_counts(1, n_workers)
+def create_done_queue(i: int, n_workers: Optional[int] = None, *, WorkersNumber: Optional[int] = None) -> Any:  # noqa: N803
+    """The done queue of ps task `i`, in the current graph, placed on /job:ps/task:i.
+
+    `WorkersNumber` is the original's name of `n_workers`; the ps and every worker must pass the
+    same count (TensorFlow checks that a shared queue has the same capacity everywhere).
+    """
+    n_workers, name = one_of("n_workers", n_workers, "WorkersNumber", WorkersNumber)
+    if n_workers is None:
+        raise UsageError("create_done_queue: expected the number of workers (WorkersNumber, or n_workers)")
+    _check_counts(1, n_workers, names=("n_ps", name))
     if isinstance(i, bool) or not isinstance(i, int) or i < 0:
         raise UsageError(bad_value("i", i, "a ps task index >= 0"))
     import tensorflow as tf
@@ -78,9 +87,15 @@ def create_done_queue(i: int, n_workers: int) -> Any:
                                       shared_name=f"{QUEUE_NAME}{i}", name=f"{QUEUE_NAME}{i}")
 
 
-def create_done_queues(n_ps: int, n_workers: int) -> list:
-    """One done queue per ps task, in the current graph."""
-    _check_counts(n_ps, n_workers)
+def create_done_queues(n_ps: Optional[int] = None, n_workers: Optional[int] = None, *,  # noqa: N803
+                       PSNumber: Optional[int] = None, WorkersNumber: Optional[int] = None) -> list:
+    """One done queue per ps task, in the current graph (PSNumber/WorkersNumber: original names)."""
+    n_ps, ps_name = one_of("n_ps", n_ps, "PSNumber", PSNumber)
+    n_workers, workers_name = one_of("n_workers", n_workers, "WorkersNumber", WorkersNumber)
+    if n_ps is None or n_workers is None:
+        raise UsageError("create_done_queues: expected the number of ps and of workers "
+                         "(PSNumber and WorkersNumber, or n_ps and n_workers)")
+    _check_counts(n_ps, n_workers, names=(ps_name, workers_name))
     return [create_done_queue(i, n_workers) for i in range(n_ps)]
 
 
@@ -150,10 +165,27 @@ class QueueManagementHook(SessionHook):
     SyncReplicasOptimizer the chief can then hang in close after the ps left), so prefer
     `reporting_done` (or `launch`, which uses it).  With `report_in_end=False` the hook only
     records, in `ended`, whether training ended normally.
+
+    The original form, `QueueManagementHook(NumberOfPS=1, NumberOfWorkers=2)` (or positional
+    counts), works too: what is not given (the worker index, or the counts) comes from this task's
+    plan (`GetServerDictionary`), TF_CONFIG or the Slurm step; counts given are checked against it.
     """
 
-    def __init__(self, n_ps: int, n_workers: int, worker_index: int, report_in_end: bool = True):
-        _check_counts(n_ps, n_workers, worker_index)
+    def __init__(self, n_ps: Optional[int] = None, n_workers: Optional[int] = None,  # noqa: N803
+                 worker_index: Optional[int] = None, report_in_end: bool = True, *,
+                 NumberOfPS: Optional[int] = None, NumberOfWorkers: Optional[int] = None):
+        n_ps, ps_name = one_of("n_ps", n_ps, "NumberOfPS", NumberOfPS)
+        n_workers, workers_name = one_of("n_workers", n_workers, "NumberOfWorkers", NumberOfWorkers)
+        if worker_index is None or n_ps is None or n_workers is None:
+            for name, v in ((ps_name, n_ps), (workers_name, n_workers)):  # bad counts before the lookup
+                if v is not None:
+                    _check_counts(v, v, names=(name, name))
+            from ..environment import this_task
+
+            info = this_task(ps=n_ps, who="QueueManagementHook")
+            n_ps, n_workers, worker_index = fill_from_task(info, "QueueManagementHook", n_ps, ps_name,
+                                                           n_workers, workers_name, worker_index)
+        _check_counts(n_ps, n_workers, worker_index, names=(ps_name, workers_name))
         self.n_ps, self.n_workers, self.worker_index = n_ps, n_workers, worker_index
         self.report_in_end = report_in_end
         self.ended = False

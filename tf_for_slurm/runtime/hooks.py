@@ -44,15 +44,36 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
+_UNSET: Any = object()
+
+
+def _avoid_window(value: Any) -> Optional[tuple]:
+    """The original PrintStepHook's AvoidStep: None (log every step) or [first, last] not to log."""
+    if value is None:
+        return None
+    ok = isinstance(value, (list, tuple)) and len(value) == 2 and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value) and value[0] <= value[1]
+    if not ok:
+        raise UsageError(bad_value("AvoidStep", value, "None or a pair [first, last] of global steps not to log"))
+    return (value[0], value[1])
+
+
 class PrintStepHook(SessionHook):
     """Log the global step and steps/s every `every_n_steps` local steps (INFO level).
 
     Useful on every worker: with async training the global step moves faster than any one
     worker's local count, so this shows both progress and the cluster's throughput.
+
+    The original form `PrintStepHook(AvoidStep=[first, last])` logs the global step at every
+    step except those in [first, last] (`AvoidStep=None`: every step), and once at the end.
     """
 
-    def __init__(self, every_n_steps: int = 100, name: str = "worker"):
+    def __init__(self, every_n_steps: Any = 100, name: str = "worker", *, AvoidStep: Any = _UNSET):  # noqa: N803
+        if AvoidStep is _UNSET and (every_n_steps is None or isinstance(every_n_steps, (list, tuple))):
+            every_n_steps, AvoidStep = 100, every_n_steps  # the original's positional AvoidStep
         self.every_n_steps = _positive_int("every_n_steps", every_n_steps)
+        self.per_step = AvoidStep is not _UNSET
+        self.avoid = _avoid_window(AvoidStep) if self.per_step else None
         self.name = name
         self._global_step: Any = None
         self._local_steps = 0
@@ -74,6 +95,10 @@ class PrintStepHook(SessionHook):
     def after_run(self, run_context: Any, run_values: Any) -> None:
         self._local_steps += 1
         gs = int(run_values.results)
+        if self.per_step:
+            if self.avoid is None or not self.avoid[0] <= gs <= self.avoid[1]:
+                log.info("%s: global step %d", self.name, gs)
+            return
         now = time.monotonic()
         if self._last is None:
             self._last = (now, gs)
@@ -83,6 +108,11 @@ class PrintStepHook(SessionHook):
             rate = (gs - gs0) / (now - t0) if now > t0 else float("nan")
             log.info("%s: global step %d, %.1f global steps/s", self.name, gs, rate)
             self._last = (now, gs)
+
+
+    def end(self, session: Any) -> None:
+        if self.per_step:
+            log.info("%s: session ends after %d local steps", self.name, self._local_steps)
 
 
 class BarrierOnChiefHook(SessionHook):
@@ -97,11 +127,37 @@ class BarrierOnChiefHook(SessionHook):
 
     QUEUE_NAME = "barrier_queue"
 
-    def __init__(self, n_workers: int, worker_index: int, is_chief: bool, timeout_s: float = 300.0,
-                 poll_ms: int = 500):
-        self.n_workers = _positive_int("n_workers", n_workers)
+    def __init__(self, n_workers: Optional[int] = None, worker_index: Optional[int] = None,  # noqa: N803
+                 is_chief: Optional[bool] = None, timeout_s: float = 300.0, poll_ms: int = 500, *,
+                 chief_task_index: Optional[int] = None, NumberOfWorkers: Optional[int] = None):
+        """Original form: `BarrierOnChiefHook(is_chief=..., chief_task_index=0, NumberOfWorkers=N)`.
+
+        What is not given comes from this task's plan / TF_CONFIG / Slurm step (worker_index, and
+        n_workers); is_chief defaults to worker_index == chief_task_index (default 0).
+        """
+        from ..compat import fill_from_task, one_of
+
+        n_workers, workers_name = one_of("n_workers", n_workers, "NumberOfWorkers", NumberOfWorkers)
+        if n_workers is not None:
+            _positive_int(workers_name, n_workers)
+        if worker_index is None or n_workers is None:
+            from ..environment import this_task
+
+            info = this_task(who="BarrierOnChiefHook")
+            _, n_workers, worker_index = fill_from_task(info, "BarrierOnChiefHook", None, "n_ps", n_workers,
+                                                        workers_name, worker_index)
+        self.n_workers = _positive_int(workers_name, n_workers)
         if isinstance(worker_index, bool) or not isinstance(worker_index, int) or not 0 <= worker_index < n_workers:
             raise UsageError(bad_value("worker_index", worker_index, f"an int in [0, {n_workers - 1}]"))
+        if chief_task_index is not None and (isinstance(chief_task_index, bool) or not isinstance(chief_task_index, int)
+                                             or not 0 <= chief_task_index < n_workers):
+            raise UsageError(bad_value("chief_task_index", chief_task_index, f"an int in [0, {n_workers - 1}]"))
+        chief = 0 if chief_task_index is None else chief_task_index
+        if is_chief is None:
+            is_chief = worker_index == chief
+        elif bool(is_chief) != (worker_index == chief) and chief_task_index is not None:
+            raise UsageError(f"is_chief={is_chief!r} on worker {worker_index} with chief_task_index="
+                             f"{chief_task_index}: expected is_chief=(task_index == chief_task_index)")
         if not timeout_s > 0:
             raise UsageError(bad_value("timeout_s", timeout_s, "a number of seconds > 0"))
         self.worker_index, self.is_chief, self.timeout_s = worker_index, bool(is_chief), float(timeout_s)
