@@ -36,7 +36,10 @@ def test_explain_offline_table_and_json():
     assert len([line for line in lines if not line.startswith("#")]) == 6
     r = run(["explain", "--json", "--nodelist", "gpu[01-02],cpu5", "--tasks-per-node", "2(x2),1",
              "--tasks", "ps,worker,ps,worker,master"])
-    rows = json.loads(r.stdout)
+    out = json.loads(r.stdout)
+    rows = out["tasks"]
+    assert out["chief"] == 4 and [x["rank"] for x in rows if x["chief"]] == [4]
+    assert out["notes"]["address_policy"] == "hostname" and out["notes"]["port_policy"] == "window"
     assert [(x["rank"], x["node"], x["local_id"], x["role"], x["index"]) for x in rows] == [
         (0, "gpu01", 0, "ps", 0), (1, "gpu01", 1, "worker", 0), (2, "gpu02", 0, "ps", 1),
         (3, "gpu02", 1, "worker", 1), (4, "cpu5", 0, "chief", 0)]

@@ -247,12 +247,12 @@ def test_main_prints_per_cpu_and_per_task(tmp_path, monkeypatch, capsys):
         monkeypatch.delenv(k, raising=False)
     part = tmp_path / "part.txt"
     part.write_text(PART_MIXED)
-    assert main(_args("--partition-info", str(part), "--cpus-per-task", "2")) == 0
+    assert main(_args("--partition-info", str(part), "--cpus-per-task", "2", "--per", "cpu")) == 0
     assert capsys.readouterr().out.strip() == "5000"
-    assert main(_args("--partition-info", str(part), "--cpus-per-task", "2", "--per", "task")) == 0
+    assert main(_args("--partition-info", str(part), "--cpus-per-task", "2")) == 0  # default: per task
     assert capsys.readouterr().out.strip() == "10000"
     monkeypatch.setattr(sys, "stdin", io.StringIO(NODES))
-    assert main(_args("--node-info", "-")) == 0
+    assert main(_args("--node-info", "-", "--per", "cpu")) == 0
     assert capsys.readouterr().out.strip() == "1024"
     monkeypatch.setenv("SLURM_MEM_PER_CPU", "777")
     assert main(_args("--per", "task", "--cpus-per-task", "3")) == 0

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from .errors import SlurmEnvError, UsageError, bad_value
+from .slurm import MAX_MEMORY_MB
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ def parse_memory_mb(value: str, name: str) -> Optional[int]:
     if not m:
         raise UsageError(bad_value(name, value, "memory in MB like '4096', '4G' or 'UNLIMITED'"))
     mb = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    if mb > MAX_MEMORY_MB:
+        raise UsageError(bad_value(name, value, f"memory of at most {MAX_MEMORY_MB} MB (1 EiB)"))
     return mb
 
 
@@ -295,8 +298,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition-info", metavar="FILE|-",
                         help="`scontrol show partition` output (file, or - for stdin)")
     parser.add_argument("--node-info", metavar="FILE|-", help="`scontrol show node` output (file, or - for stdin)")
-    parser.add_argument("--per", choices=["cpu", "task"], default="cpu",
-                        help="print MB per CPU (for srun --mem-per-cpu, default) or per task")
+    parser.add_argument("--per", choices=["cpu", "task"], default="task",
+                        help="print MB per task (default) or per CPU (for srun --mem-per-cpu, as the templates do)")
     parser.add_argument("--explain", action="store_true", help="also say where the number came from (stderr)")
 
 
@@ -316,7 +319,7 @@ def _read_source(value: Optional[str], option: str, stdin_used: List[str]) -> Op
 
 
 def main(args: argparse.Namespace) -> int:
-    """Print the memory (MB, an integer) on stdout: per CPU by default, per task with --per task."""
+    """Print the memory (MB, an integer) on stdout: per task by default, per CPU with --per cpu."""
     stdin_used: List[str] = []
     if args.cpus_per_task is not None and args.cpus_per_task < 1:
         raise UsageError(bad_value("--cpus-per-task", args.cpus_per_task, "an integer >= 1"))

@@ -41,6 +41,7 @@ class ClusterPlan:
     job_id: str = "0"
     step_id: str = "0"
     notes: tuple = field(default=())  # human-readable notes on choices made (port policy, ...)
+    details: tuple = field(default=())  # the same choices as (key, value) pairs, for `explain --json`
 
     # -- questions the rest of the code asks -------------------------------------------------
     @property
@@ -66,6 +67,18 @@ class ClusterPlan:
     @property
     def task_index(self) -> int:
         return self.me.index
+
+    @property
+    def chief(self) -> Optional[Task]:
+        """The task that initialises variables and writes checkpoints: the 'chief' if the plan has
+        one, else worker 0 (TensorFlow's implicit chief); None without either."""
+        worker0 = None
+        for t in self.tasks:
+            if t.role == "chief":
+                return t
+            if t.role == "worker" and t.index == 0:
+                worker0 = t
+        return worker0
 
     def tasks_with_role(self, role: str) -> list:
         return [t for t in self.tasks if t.role == role]
@@ -157,16 +170,19 @@ def build_plan(step, roles, *, address=None, port_scope: str = "auto", base_port
             seen[h] = offsets[-1] + 1
     notes: list = [f"address policy {policy.kind}{':' + policy.arg if policy.arg else ''}",
                    f"port scope {scope}"]
+    details: dict = {"address_policy": policy.kind + (":" + policy.arg if policy.arg else ""), "port_scope": scope}
     if ports is not None:
         if len(ports) != len(slot_node):
             raise PlanError(f"ports has {len(ports)} entries: expected one per task ({len(slot_node)})")
         port_list, aux_list = list(ports), [None] * len(ports)
         notes.append("ports exchanged between tasks (rendezvous)")
+        details["port_policy"] = "rendezvous"
     else:
         choice = assign_ports(offsets, job_id=step.job_id, step_id=step.step_id,
                               reserved=step.resv_ports if scope == "node" else (), base_port=base_port)
         port_list, aux_list = choice.ports, choice.aux_ports
         notes.append(choice.note)
+        details.update(port_policy=choice.policy, port_window=f"{choice.span[0]}-{choice.span[1]}")
     counters: dict = {}
     my_slot = step.my_slot
     nodes, gpus, make = step.nodes, step.gpus, tuple.__new__  # tuple.__new__: 3x cheaper than Task(...)
@@ -178,4 +194,4 @@ def build_plan(step, roles, *, address=None, port_scope: str = "auto", base_port
         tasks.append(make(Task, (rank, nodes[n], n, slot_local[rank], role, index, slot_host[rank],
                                  port_list[rank], aux_list[rank], gpus if rank == my_slot else ())))
     return ClusterPlan(tasks=tuple(tasks), my_rank=my_slot, job_id=step.job_id, step_id=step.step_id,
-                       notes=tuple(notes))
+                       notes=tuple(notes), details=tuple(details.items()))

@@ -33,6 +33,7 @@ class PortAssignment:
     aux_ports: tuple  # per slot, None where no second port could be given
     policy: str  # 'fixed', 'reserved' or 'window'
     note: str  # one line for people: what was chosen and why
+    span: tuple = ()  # (first, last) port of the range the ports come from
 
 
 def _job_number(job_id: str) -> int:
@@ -77,6 +78,7 @@ def assign_ports(offsets: Sequence[int], *, job_id: str, step_id: str,
             ports=tuple(base_port + o for o in offsets),
             aux_ports=tuple(base_port + width + o for o in offsets),
             policy="fixed", note=f"ports {base_port}+offset (TF_SLURM_BASE_PORT)",
+            span=(base_port, base_port + 2 * width - 1),
         )
     if reserved:
         if len(reserved) < width:
@@ -88,6 +90,7 @@ def assign_ports(offsets: Sequence[int], *, job_id: str, step_id: str,
         return PortAssignment(
             ports=tuple(reserved[o] for o in offsets), aux_ports=aux, policy="reserved",
             note=f"Slurm-reserved ports {reserved[0]}-{reserved[-1]} (SLURM_STEP_RESV_PORTS)",
+            span=(min(reserved), max(reserved)),
         )
     base = window_base(job_id, step_id, width)
     return PortAssignment(
@@ -95,6 +98,7 @@ def assign_ports(offsets: Sequence[int], *, job_id: str, step_id: str,
         aux_ports=tuple(base + width + o for o in offsets),
         policy="window",
         note=f"port window {base}-{base + block_size(width) - 1} from job {job_id} step {step_id}",
+        span=(base, base + block_size(width) - 1),
     )
 
 
