@@ -42,7 +42,7 @@ _DROP_NAMES = ("TF_CONFIG", "TF_SLURM_TASKS", "TF_SLURM_PS", "TF_SLURM_ADDRESS",
                # what `tf-slurm exec` exports for one task of some other step
                "TF_SLURM_JOB_TYPE", "TF_SLURM_TASK_INDEX", "TF_SLURM_RANK", "TF_SLURM_NUM_PS",
                "TF_SLURM_NUM_WORKERS", "TF_SLURM_SELF_ADDRESS", "TF_SLURM_TF_CONFIG_FILE",
-               "TF_SLURM_SUPERVISED", "TF_SLURM_LAUNCH_REPORT", "TF_SLURM_DEVICE_FILTERS", "TF_SLURM_STRATEGY")
+               "TF_SLURM_SUPERVISED", "TF_SLURM_LAUNCH_REPORT", "TF_SLURM_SESSION_FILTERS")
 
 
 @dataclass(frozen=True)
@@ -371,32 +371,52 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
 
 
 def _reap_leftovers(procs: Sequence[subprocess.Popen], grace: float) -> None:
-    """End what is left in the tasks' process groups (background children), then any task."""
+    """End whatever the tasks left behind: every process of their sessions (each task is a session
+    leader; its command and the command's children stay in that session even in process groups of
+    their own), as Slurm ends every process of a step."""
     for proc in procs:
         if proc.poll() is None:
             _killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    alive = [p.pid for p in procs if _group_exists(p.pid)]
+    sessions = {p.pid for p in procs}
+    alive = _session_members(sessions)
     if not alive:
         return
-    log.info("ending leftover processes in %d task process groups", len(alive))
-    for pgid in alive:
-        _killpg(pgid, signal.SIGTERM)
+    log.info("ending %d leftover processes of the tasks", len(alive))
+    for pid in alive:
+        _kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_group_exists(g) for g in alive):
+    while time.monotonic() < deadline and _session_members(sessions):
         time.sleep(POLL_INTERVAL)
-    for pgid in alive:
-        _killpg(pgid, signal.SIGKILL)
+    for pid in _session_members(sessions):
+        _kill(pid, signal.SIGKILL)
 
 
-def _group_exists(pgid: int) -> bool:
+def _kill(pid: int, signo: int) -> None:
     try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+        os.kill(pid, signo)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _session_members(sessions: set) -> list:
+    """Live (not zombie) processes whose session id is one of `sessions` (Linux /proc)."""
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != b"Z" and int(fields[3]) in sessions:  # state, ppid, pgrp, session
+            found.append(int(name))
+    return found
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,8 +4,9 @@ Pure (no sockets, no processes, no clock): the supervisor's hub feeds it what it
 out the `End` actions it returns, so every rule below is tested with plain data.
 
 Rules (see step_rules for who is chief, trainer or server):
-- the chief's command exits 0: servers are ended at once (status 0); trainers still running get
-  `drain` seconds to finish by themselves, then are ended with a warning; the step's status is 0.
+- the chief's command exits 0: trainers still running get `drain` seconds to finish by themselves
+  (then they are ended with a warning); once none is left, every server is ended (status 0: with
+  no trainer, as in ParameterServerStrategy, at once); the step's status is 0.
 - any task's command exits non-zero, or its supervisor's connection closes without an exit
   status, or it is silent for `silence` seconds, or it never connects within `connect_grace`:
   every other task is ended with that status (1 when the task could not say), the first failure's.
@@ -109,10 +110,10 @@ class StepWatch:
         """A task's supervisor connected.  A late joiner after the decision is told at once."""
         self.joined.add(rank)
         self.heard[rank] = now
-        if self.decided and rank not in self.told and rank not in self.settled:
+        if rank in self.told and rank not in self.settled:  # told before it could hear it
+            return [End((rank,), self.told[rank])]
+        if self.decided and rank not in self.settled:
             return self._end([rank], self.status)
-        if self.chief_done_at is not None and rank in self.roles.servers:
-            return self._end([rank], 0)
         return []
 
     def hear(self, rank: int, now: float) -> None:
@@ -131,14 +132,13 @@ class StepWatch:
         self._note(logging.INFO, f"{self.name(rank)} finished (status 0)")
         if rank == self.roles.chief_rank:
             self.chief_done_at = now
-            actions = self._end(self.roles.servers, 0) if not self.decided else []
             pending = self._pending_trainers()
             if not pending:
-                return actions + self._succeed(now)
-            self.drain_deadline = now + self.drain
+                return self._succeed(now)
+            self.drain_deadline = now + self.drain  # servers keep serving the trainers meanwhile
             self._note(logging.INFO, f"the chief is done: waiting up to {self.drain:g} s for "
                                      f"{len(pending)} training tasks to finish")
-            return actions
+            return []
         if self.chief_done_at is not None and not self.decided and not self._pending_trainers():
             return self._succeed(now)
         return []

@@ -98,7 +98,7 @@ def child_environment(plan, roles, env: Mapping[str, str], *, device_filters: bo
         log.log(*message)
     filters = filters_for(roles.strategy, me.role, me.index) if device_filters else None
     if filters:
-        variables["TF_SLURM_DEVICE_FILTERS"] = ",".join(filters)
+        variables["TF_SLURM_SESSION_FILTERS"] = ",".join(filters)
         python_path.append(SHIM_DIR)
         log.info("device filters %s for this task's TensorFlow server (--no-device-filters to turn off)",
                  ",".join(filters))

@@ -3,7 +3,7 @@
 - TF_SLURM_TF_CONFIG_FILE (a TF_CONFIG over 128 KiB): the full JSON goes into this interpreter's
   os.environ only, never into the C environment, so TensorFlow sees the whole cluster while the
   program's own subprocesses still start (the kernel refuses an environment string over 128 KiB).
-- TF_SLURM_DEVICE_FILTERS (TF1 ps/worker tasks): when TensorFlow's server module is imported, a
+- TF_SLURM_SESSION_FILTERS (TF1 ps/worker tasks): when TensorFlow's server module is imported, a
   `tf.distribute.Server` of this task made without device filters gets them, so a worker's session
   never waits for the other workers.
 Then any other sitecustomize further down sys.path runs as usual.
@@ -85,7 +85,7 @@ def _install_device_filters(filters, job):
     _sys.meta_path.insert(0, _Finder())
 
 
-_filters = _os.environ.get("TF_SLURM_DEVICE_FILTERS")
+_filters = _os.environ.get("TF_SLURM_SESSION_FILTERS")
 _job = _os.environ.get("TF_SLURM_JOB_TYPE")
 if _filters and _job:
     _install_device_filters([f for f in _filters.split(",") if f], _job)

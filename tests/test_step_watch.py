@@ -1,0 +1,208 @@
+"""The step's fate, decided from plain data: step_rules (who leads, trains, serves) and StepWatch."""
+
+import logging
+from collections import namedtuple
+
+import pytest
+
+from tf_for_slurm.errors import UsageError
+from tf_for_slurm.step_rules import device_filters, infer_strategy, step_roles
+from tf_for_slurm.step_watch import LOST_STATUS, End, StepWatch
+
+T = namedtuple("T", "rank role index")
+
+
+def tasks(*roles):
+    counters = {}
+    out = []
+    for rank, role in enumerate(roles):
+        out.append(T(rank, role, counters.get(role, 0)))
+        counters[role] = counters.get(role, 0) + 1
+    return out
+
+
+# -- rules ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("roles,strategy", [
+    (("ps", "worker", "worker"), "tf1"),
+    (("ps", "ps", "worker"), "tf1"),
+    (("chief", "ps", "worker", "worker"), "pss"),
+    (("ps", "chief", "worker", "evaluator"), "pss"),
+    (("worker", "worker"), "mwms"),
+    (("chief", "worker", "evaluator"), "mwms"),
+    (("chief", "evaluator"), "mwms"),
+])
+def test_strategy_is_inferred_from_roles_and_the_rule_is_said(roles, strategy):
+    got, rule = infer_strategy(roles)
+    assert got == strategy
+    assert rule.startswith(f"strategy {strategy} (")
+
+
+def test_explicit_strategy_wins_and_bad_one_is_one_line():
+    assert infer_strategy(["ps", "chief", "worker"], "tf1")[0] == "tf1"
+    assert infer_strategy(["ps", "worker"], "auto")[0] == "tf1"
+    with pytest.raises(UsageError, match=r"--strategy='nope': expected one of auto, tf1, pss, mwms"):
+        infer_strategy(["ps", "worker"], "nope")
+
+
+def test_tf1_worker0_leads_workers_train_ps_serve():
+    r = step_roles(tasks("ps", "worker", "worker", "worker"))
+    assert (r.strategy, r.chief_rank, r.trainers, r.servers) == ("tf1", 1, (2, 3), (0,))
+
+
+def test_pss_chief_leads_ps_and_workers_serve():
+    r = step_roles(tasks("ps", "chief", "worker", "worker", "evaluator"))
+    assert (r.strategy, r.chief_rank, r.trainers, r.servers) == ("pss", 1, (), (0, 2, 3, 4))
+
+
+def test_mwms_with_chief_and_evaluator():
+    r = step_roles(tasks("chief", "worker", "worker", "evaluator"))
+    assert (r.strategy, r.chief_rank, r.trainers, r.servers) == ("mwms", 0, (1, 2), (3,))
+
+
+def test_forced_tf1_with_a_chief_makes_workers_trainers():
+    r = step_roles(tasks("chief", "ps", "worker"), "tf1")
+    assert (r.chief_rank, r.trainers, r.servers) == (0, (2,), (1,))
+
+
+def test_device_filters_only_for_tf1_training_tasks():
+    assert device_filters("tf1", "worker", 3) == ["/job:ps", "/job:worker/task:3"]
+    assert device_filters("tf1", "chief", 0) == ["/job:ps", "/job:chief/task:0"]
+    assert device_filters("tf1", "ps", 0) is None
+    assert device_filters("pss", "worker", 0) is None
+    assert device_filters("mwms", "worker", 1) is None
+
+
+# -- the state machine --------------------------------------------------------------------------
+def watch(*roles, local=None, **kw):
+    t = tasks(*roles)
+    r = step_roles(t)
+    names = {x.rank: f"{x.role} {x.index}" for x in t}
+    w = StepWatch(r, [x.rank for x in t], names, local_rank=r.chief_rank if local is None else local, now=0.0,
+                  **kw)
+    for x in t:
+        if x.rank != w.local_rank:
+            assert w.join(x.rank, 0.0) == []
+    return w
+
+
+def test_tf1_chief_done_first_ps_keeps_serving_until_the_last_worker_then_ends_at_once():
+    w = watch("ps", "worker", "worker", "worker")
+    assert w.exit(1, 0, 5.0) == []  # the ps still serves workers 1 and 2
+    assert not w.decided and not w.told
+    assert w.exit(2, 0, 6.0) == []
+    assert w.exit(3, 0, 7.0) == [End((0,), 0)]  # the last trainer: the ps is ended now
+    assert w.decided and w.status == 0
+    assert not w.finished(7.1)
+    w.bye(0)
+    assert w.finished(7.1)
+
+
+def test_tf1_workers_done_before_the_chief_end_the_ps_when_the_chief_is_done():
+    w = watch("ps", "worker", "worker")
+    assert w.exit(2, 0, 1.0) == []  # a non-chief worker first: nothing ends
+    assert not w.told
+    assert w.exit(1, 0, 2.0) == [End((0,), 0)]
+    assert w.decided
+
+
+def test_drain_period_ends_a_late_worker_with_a_warning_and_status_zero():
+    w = watch("ps", "worker", "worker", drain=30.0)
+    w.exit(1, 0, 10.0)
+    w.take_notes()
+    for rank in (0, 2):
+        w.hear(rank, 38.0)
+    assert w.tick(39.0) == []
+    assert w.tick(40.0) == [End((0, 2), 0)]
+    notes = w.take_notes()
+    assert any(level == logging.WARNING and "worker 1 still running 30 s after the chief finished" in m
+               for level, m in notes)
+    assert w.decided and w.status == 0
+    assert not w.finished(41.0)
+    w.bye(2)
+    w.bye(0)
+    assert w.finished(41.0)
+
+
+def test_pss_chief_done_ends_every_server_at_once():
+    w = watch("ps", "chief", "worker", "worker")
+    assert w.exit(1, 0, 3.0) == [End((0, 2, 3), 0)]
+    assert w.decided and w.status == 0
+
+
+def test_first_failure_ends_everyone_with_its_status_later_failures_do_not_change_it():
+    w = watch("ps", "worker", "worker", "worker")
+    assert w.exit(3, 7, 1.0) == [End((0, 1, 2), 7)]
+    assert w.failure.rank == 3 and w.status == 7
+    assert w.exit(2, 143, 1.1) == []  # it was told to end: its status is not news
+    assert w.closed(0, 1.2) == []
+    assert w.status == 7
+
+
+def test_a_closed_connection_without_exit_status_is_a_lost_task():
+    w = watch("ps", "worker", "worker")
+    assert w.closed(2, 4.0) == [End((0, 1), LOST_STATUS)]
+    assert "went away without an exit status" in w.failure.reason
+
+
+def test_a_closed_connection_after_an_exit_report_is_normal():
+    w = watch("ps", "worker", "worker")
+    w.exit(2, 0, 1.0)
+    assert w.closed(2, 1.1) == []
+    assert not w.decided
+
+
+def test_silence_beyond_the_timeout_is_a_dead_node():
+    w = watch("ps", "worker", "worker", silence=10.0)
+    w.hear(0, 5.0)
+    w.hear(2, 5.0)
+    assert w.tick(10.0) == []
+    # both 0 and 2 are silent: the first is named; the silent ones are told too (a hung one may wake)
+    assert w.tick(15.5) == [End((0, 1, 2), LOST_STATUS)]
+    assert w.failure.rank == 0 and "no word from the supervisor of ps 0 for 10.5 s" in w.failure.reason
+
+
+def test_a_task_that_never_connects_fails_the_step_after_the_grace():
+    t = tasks("ps", "worker", "worker")
+    w = StepWatch(step_roles(t), [0, 1, 2], {}, local_rank=1, now=0.0, connect_grace=60.0)
+    w.join(0, 1.0)
+    w.hear(0, 55.0)
+    assert w.tick(59.0) == []
+    w.hear(0, 59.0)
+    assert w.tick(61.0) == [End((0, 1, 2), LOST_STATUS)]
+    assert "rank 2 (and 0 more) never connected within 60 s" in w.failure.reason
+
+
+def test_a_late_joiner_after_the_decision_is_told_at_once():
+    t = tasks("ps", "chief", "worker")
+    w = StepWatch(step_roles(t), [0, 1, 2], {}, local_rank=1, now=0.0)
+    w.join(0, 0.5)
+    assert w.exit(1, 0, 1.0) == [End((0, 2), 0)]  # worker 2 (a server) has not joined yet...
+    assert w.join(2, 2.0) == [End((2,), 0)]  # ... so it is told when it does
+    w2 = StepWatch(step_roles(t), [0, 1, 2], {}, local_rank=1, now=0.0)
+    w2.join(0, 0.5)
+    assert w2.exit(0, 5, 1.0) == [End((1, 2), 5)]
+    assert w2.join(2, 2.0) == [End((2,), 5)]  # told before it had joined: told again now
+
+
+def test_local_chief_failure_ends_everyone():
+    w = watch("ps", "chief", "worker")
+    assert w.exit(1, 3, 1.0) == [End((0, 2), 3)]
+
+
+def test_a_server_exiting_zero_by_itself_is_fine():
+    w = watch("ps", "worker", "worker")
+    assert w.exit(0, 0, 1.0) == []  # e.g. a done-queue ps that ended on its own
+    assert not w.decided
+    w.exit(2, 0, 2.0)
+    assert w.exit(1, 0, 3.0) == []
+    assert w.decided and w.status == 0
+
+
+def test_finished_waits_for_every_task_but_not_beyond_the_end_grace():
+    w = watch("ps", "chief", "worker", end_grace=5.0)
+    w.exit(1, 0, 1.0)
+    assert not w.finished(2.0)
+    w.bye(0)
+    assert not w.finished(2.0)
+    assert w.finished(6.0)
+    assert w.unsettled() == [2]

@@ -1,0 +1,297 @@
+"""`tf-slurm exec` supervises every task (no TensorFlow here: shell commands stand in for tasks).
+
+Each test runs a real step of processes through `tf-slurm local` (every task under `tf-slurm
+exec`), with a hard timeout, and checks how and when the step ends, and that nothing is left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from envs import step_env
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def local(*args: str, env=None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([PY, "-m", "tf_for_slurm", "local", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def start_local(*args: str, env=None) -> subprocess.Popen:
+    return subprocess.Popen([PY, "-m", "tf_for_slurm", "local", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+
+
+def leftovers(marker: str) -> list:
+    """Processes whose command line still carries `marker` (there must be none after a step)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z" and int(pid) != os.getpid():
+            found.append((int(pid), cmd))
+    return found
+
+
+def wait_files(paths, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if all(p.exists() and p.read_text().strip() for p in paths):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {paths}")
+
+
+def script(body: str, marker: str) -> list:
+    """A task command: `sh -c BODY marker` (the marker lets the test find leftovers)."""
+    return ["sh", "-c", body, marker]
+
+
+# -- how a step ends ----------------------------------------------------------------------------
+
+def test_tf1_style_ps_that_never_exits_is_ended_right_after_the_last_worker(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    body = ('if [ "$TF_SLURM_JOB_TYPE" = ps ]; then exec sleep 600; fi; '
+            f'sleep $((1 + TF_SLURM_TASK_INDEX)); date +%s.%N > {tmp_path}/done.$TF_SLURM_TASK_INDEX')
+    t0 = time.monotonic()
+    r = local("-n", "3", "--", *script(body, marker))
+    ended = time.time()
+    assert r.returncode == 0, r.stderr
+    last = max(float((tmp_path / f"done.{i}").read_text()) for i in range(2))
+    assert ended - last < 1.5, f"step ended {ended - last:.2f} s after the last worker"
+    assert time.monotonic() - t0 < 10
+    assert leftovers(marker) == []
+
+
+def test_pss_style_servers_are_ended_within_2s_of_the_coordinator(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    body = (f'if [ "$TF_SLURM_JOB_TYPE" = chief ]; then sleep 1; date +%s.%N > {tmp_path}/chief; exit 0; fi; '
+            'exec sleep 600')
+    r = local("-n", "5", "--tasks", "ps,chief,worker,worker,evaluator", "--", *script(body, marker))
+    ended = time.time()
+    assert r.returncode == 0, r.stderr
+    assert ended - float((tmp_path / "chief").read_text()) < 2.0
+    assert leftovers(marker) == []
+
+
+def test_mwms_style_all_workers_finish(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    r = local("-n", "3", "--ps", "0", "--", *script('sleep 0.5; echo "$TF_CONFIG"', marker))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count('"task":{"type":"worker"') == 3
+
+
+def test_a_failing_task_ends_every_task_fast_with_its_status_and_is_named(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    body = 'if [ "$SLURM_PROCID" = 2 ]; then sleep 1; exit 3; fi; exec sleep 600'
+    t0 = time.monotonic()
+    r = local("-n", "4", "--", *script(body, marker))
+    took = time.monotonic() - t0
+    assert r.returncode == 3, r.stderr
+    assert took < 8, took
+    assert "task 2 exited with status 3" in r.stderr, r.stderr
+    assert "worker 1 (rank 2, node1) exited with status 3" in r.stderr
+    assert leftovers(marker) == []
+
+
+@pytest.mark.parametrize("victim", [0, 1, 2], ids=["ps", "chief", "worker"])
+def test_a_sigkilled_command_ends_the_step_non_zero_within_10s(tmp_path, victim):
+    marker = f"m{uuid.uuid4().hex}"
+    body = f'echo $$ > {tmp_path}/pid.$SLURM_PROCID; exec sleep 600'
+    proc = start_local("-n", "3", "--", *script(body, marker))
+    try:
+        wait_files([tmp_path / f"pid.{r}" for r in range(3)])
+        time.sleep(0.5)  # let the supervisors join (the test is about an established step)
+        os.kill(int((tmp_path / f"pid.{victim}").read_text()), signal.SIGKILL)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGKILL, err
+    assert took < 10, took
+    assert f"task {victim} exited with status 137" in err, err
+    assert leftovers(marker) == []
+
+
+def _supervisor_pid(marker: str, rank: int) -> int:
+    for pid, cmd in leftovers(marker):
+        if "tf_for_slurm exec" in cmd:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = dict(x.split(b"=", 1) for x in fh.read().split(b"\0") if b"=" in x)
+            if env.get(b"SLURM_PROCID") == str(rank).encode():
+                return pid
+    raise AssertionError(f"no supervisor of rank {rank} found")
+
+
+def test_a_killed_supervisor_is_noticed_at_once(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    proc = start_local("-n", "3", "--", *script(f'echo $$ > {tmp_path}/pid.$SLURM_PROCID; exec sleep 600', marker))
+    try:
+        wait_files([tmp_path / f"pid.{r}" for r in range(3)])
+        time.sleep(0.5)
+        os.kill(_supervisor_pid(marker, 2), signal.SIGKILL)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    assert took < 5, took
+    assert "went away without an exit status" in err, err
+    assert leftovers(marker) == []
+
+
+def test_a_silent_supervisor_is_taken_for_a_dead_node(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    env = {"TF_SLURM_HEARTBEAT": "0.5", "TF_SLURM_SILENCE": "2"}
+    proc = start_local("-n", "3", "--", *script(f'echo $$ > {tmp_path}/pid.$SLURM_PROCID; exec sleep 600', marker),
+                       env=env)
+    stopped = None
+    try:
+        wait_files([tmp_path / f"pid.{r}" for r in range(3)])
+        time.sleep(0.5)
+        stopped = _supervisor_pid(marker, 0)
+        os.kill(stopped, signal.SIGSTOP)  # alive but silent, like a node that dropped off the network
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if stopped:
+            try:
+                os.kill(stopped, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+    assert proc.returncode != 0
+    # silence 2 s, then the stopped process cannot act on SIGTERM: the launcher's kill grace (3 s)
+    assert took < 9, took
+    assert "no word from the supervisor of ps 0" in err, err
+    time.sleep(0.5)
+    assert leftovers(marker) == []
+
+
+def test_drain_period_ends_a_late_tf1_worker_with_one_warning_and_status_0(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    body = ('case "$TF_SLURM_JOB_TYPE$TF_SLURM_TASK_INDEX" in ps0) exec sleep 600;; worker0) sleep 0.5; exit 0;; '
+            'esac; exec sleep 600')
+    t0 = time.monotonic()
+    r = local("-n", "3", "--", *script(body, marker), env={"TF_SLURM_DRAIN": "2"})
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    assert 2 <= took < 8, took
+    warnings = [line for line in r.stderr.splitlines() if "WARNING" in line and "still running" in line]
+    assert len(warnings) == 1 and "worker 1 (rank 2, node1) still running 2 s after the chief finished" in warnings[0]
+    assert leftovers(marker) == []
+
+
+def test_ctrl_c_to_the_launcher_ends_the_whole_stack(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    proc = start_local("-n", "3", "--", *script(f'echo $$ > {tmp_path}/pid.$SLURM_PROCID; exec sleep 600', marker))
+    try:
+        wait_files([tmp_path / f"pid.{r}" for r in range(3)])
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    assert leftovers(marker) == []
+
+
+def test_a_program_that_cannot_run_fails_the_step_with_127():
+    r = local("-n", "3", "--", "/no/such/program")
+    assert r.returncode == 127, r.stderr
+    assert "cannot run '/no/such/program'" in r.stderr
+
+
+# -- the environment the command gets -----------------------------------------------------------
+
+def test_local_gives_tf_config_by_default_and_slurm_only_on_request():
+    code = 'import os; print("CFG", "TF_CONFIG" in os.environ, os.environ.get("SLURM_PROCID"))'
+    r = local("-n", "2", "--ps", "0", "--", PY, "-c", code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("CFG True") == 2
+    r = local("-n", "2", "--slurm-env-only", "--", PY, "-c", code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("CFG False") == 2
+
+
+def test_an_explicit_exec_inside_local_stays_harmless():
+    r = local("-n", "3", "--", PY, "-m", "tf_for_slurm", "exec", "--", "sh", "-c",
+              'test "$TF_SLURM_JOB_TYPE" = ps && exec sleep 600; echo "$TF_SLURM_JOB_TYPE:$TF_SLURM_TASK_INDEX"')
+    assert r.returncode == 0, r.stderr
+    assert sorted(line.split(": ", 1)[1] for line in r.stdout.splitlines()) == ["worker:0", "worker:1"]
+
+
+def test_tf1_workers_get_device_filters_and_keras_2_others_do_not():
+    code = ('import os; print("F", os.environ.get("TF_SLURM_JOB_TYPE"), os.environ.get("TF_SLURM_SESSION_FILTERS"), '
+            'os.environ.get("TF_USE_LEGACY_KERAS"), os.environ.get("TF_SLURM_STRATEGY"))')
+    r = local("-n", "3", "--", PY, "-c", code)
+    assert r.returncode == 0, r.stderr
+    lines = sorted(line.split(": ", 1)[1] for line in r.stdout.splitlines() if ": F " in line)
+    keras = "1" if __import__("importlib").util.find_spec("tf_keras") else "None"
+    assert lines == [f"F ps None {keras} tf1", f"F worker /job:ps,/job:worker/task:0 {keras} tf1",
+                     f"F worker /job:ps,/job:worker/task:1 {keras} tf1"]
+    r = local("-n", "3", "--", PY, "-c", code, env={"TF_SLURM_DEVICE_FILTERS": "0", "TF_USE_LEGACY_KERAS": "0"})
+    assert r.returncode == 0, r.stderr
+    assert all(" None 0 tf1" in line for line in r.stdout.splitlines() if ": F " in line), r.stdout
+
+
+def test_exec_in_a_batch_script_without_srun_fails_at_once_naming_srun():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    env.update({"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "node[1-3]", "SLURM_TASKS_PER_NODE": "1(x3)",
+                "SLURM_NTASKS": "3", "SLURM_NODEID": "0", "SLURM_LOCALID": "0", "SLURM_PROCID": "0"})
+    t0 = time.monotonic()
+    r = subprocess.run([PY, "-m", "tf_for_slurm", "exec", "--", "true"], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2
+    assert time.monotonic() - t0 < 5
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "srun tf-slurm exec -- python train.py" in lines[0] and "SLURM_NTASKS=3" in lines[0]
+
+
+def test_exec_checks_the_tasks_tensorflow_port_before_starting_the_command():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, **step_env("localhost", "1", TF_SLURM_BASE_PORT=str(port), TF_SLURM_PS="0")}
+        r = subprocess.run([PY, "-m", "tf_for_slurm", "exec", "--", "true"], env=env, capture_output=True,
+                           text=True, timeout=30)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert f"={port}: expected a free TCP port" in r.stderr and "its TensorFlow server" in r.stderr
+
+
+def test_exec_gives_each_task_its_share_of_the_nodes_gpus():
+    code = 'import os; print(os.environ.get("CUDA_VISIBLE_DEVICES"))'
+    seen = {}
+    for slot in range(4):  # one node, 1 ps + 3 workers, Slurm gave GPUs 2 and 5
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TF_SLURM", "CUDA"))}
+        env.update(step_env("localhost", "4", slot=slot, SLURM_STEP_GPUS="2,5", TF_SLURM_BASE_PORT="31500"))
+        r = subprocess.run([PY, "-m", "tf_for_slurm", "exec", "--no-supervise", "--", PY, "-c", code], env=env,
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        seen[slot] = r.stdout.strip()
+    assert seen == {0: "", 1: "2", 2: "5", 3: "2"}
