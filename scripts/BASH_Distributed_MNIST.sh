@@ -60,29 +60,28 @@ find_repo() {
 REPO_ROOT="$(find_repo)"
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
-NTASKS="${SLURM_NTASKS:?SLURM_NTASKS is not set: give sbatch --ntasks}"
-NUM_WORKERS=$((NTASKS - NUM_PS))
-((NUM_WORKERS >= 1)) || die "NUM_PS=$NUM_PS leaves no worker in $NTASKS tasks"
-CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"   # srun (22.05+) does not inherit it: passed with -c below
-
-# Memory per CPU for srun --mem-per-cpu (never --mem: that is per NODE).
-if [[ -n "$MEM_PER_TASK_MB" ]]; then
-    [[ "$MEM_PER_TASK_MB" =~ ^[1-9][0-9]*$ ]] || die "MEM_PER_TASK_MB='$MEM_PER_TASK_MB': expected MB >= 1"
-    MEM_PER_CPU=$(((MEM_PER_TASK_MB + CPUS_PER_TASK - 1) / CPUS_PER_TASK))
-else
-    MEM_PER_CPU="$("$PYTHON" -m tf_for_slurm mem --per cpu --cpus-per-task "$CPUS_PER_TASK" \
-        --partition-info <(scontrol show partition "${SLURM_JOB_PARTITION:-}" 2>/dev/null) \
-        --node-info <(scontrol show node "${SLURM_JOB_NODELIST:-}" 2>/dev/null))"
-fi
+# Every number comes from one tested helper that checks each value (SLURM_NTASKS,
+# SLURM_CPUS_PER_TASK, SLURM_TASKS_PER_NODE, NUM_PS, MEM_PER_TASK_MB, the partition's memory) is a
+# plain integer: bash arithmetic would run a value like 'a[$(cmd)]' as code. It prints tasks, CPUs per
+# task, workers, MB per CPU for srun --mem-per-cpu (never --mem: that is per NODE; empty
+# MEM_PER_TASK_MB: from the allocation, the partition or the nodes), and 2 ports per task on the
+# busiest node (TensorFlow + auxiliary) to reserve; nothing here is evaluated.
+settings="$("$PYTHON" -m tf_for_slurm batch-settings --num-ps "$NUM_PS" --min-ps 1 \
+    --mem-per-task-mb "$MEM_PER_TASK_MB" \
+    --partition-info <(scontrol show partition "${SLURM_JOB_PARTITION:-}" 2>/dev/null) \
+    --node-info <(scontrol show node "${SLURM_JOB_NODELIST:-}" 2>/dev/null))" || exit 2
+read -r NTASKS CPUS_PER_TASK NUM_WORKERS MEM_PER_CPU RESV_COUNT <<<"$settings"
+for v in "$NTASKS" "$CPUS_PER_TASK" "$NUM_WORKERS" "$MEM_PER_CPU" "$RESV_COUNT"; do
+    [[ "$v" =~ ^[0-9]+$ ]] || die "batch-settings printed '$settings': expected 5 integers"
+done
 
 # Reserved ports only where the site configured them (MpiParams=ports=...); elsewhere the library
-# uses its job-derived port window. Two per task on the busiest node (TensorFlow + ps sidecar), and
-# always with a count: a bare --resv-ports reserves NO ports on Slurm 22.05 (measured).
+# uses its job-derived port window. Always with a count: a bare --resv-ports reserves NO ports on
+# Slurm 22.05 (measured).
 RESV_PORTS=()
 slurm_config="$(scontrol show config 2>/dev/null || true)"   # (no pipe into grep -q: pipefail + SIGPIPE)
 if grep -Eq '^MpiParams[[:space:]]*=[[:space:]]*ports=' <<<"$slurm_config"; then
-    busiest="$(tr ',' '\n' <<<"${SLURM_TASKS_PER_NODE:-1}" | sed 's/(x[0-9]*)//' | sort -n | tail -n1)"
-    RESV_PORTS=(--resv-ports=$((2 * busiest)))
+    RESV_PORTS=(--resv-ports="$RESV_COUNT")
 fi
 
 FLAGS=(--data_dir "$DATA_DIR" --model_dir "$MODEL_DIR" --batch_size "$BATCH_SIZE"
@@ -106,9 +105,19 @@ echo "job $SLURM_JOB_ID: $NTASKS tasks on ${SLURM_JOB_NODELIST:-?} ($NUM_PS ps, 
      "$CPUS_PER_TASK CPU(s) and ${MEM_PER_CPU} MB per CPU per task, IB=$IB SYNC=$SYNC model_dir=$MODEL_DIR"
 
 echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParams=ports)}"
+# srun's own status is the highest of its tasks' (143 for a task it ended with SIGTERM after
+# another one failed); the job reports the status of the task srun saw failing first, read from
+# srun's stderr (copied to a file as it is written).
+srun_log="$(mktemp "${TMPDIR:-/tmp}/tf_mnist-srun.XXXXXX")"
+trap 'rm -f "$srun_log"' EXIT
 status=0
 srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
-    "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" || status=$?
+    "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" 2> >(tee "$srun_log" >&2) || status=$?
+[[ -z "${!:-}" ]] || wait "$!" 2>/dev/null || true   # the tee: srun's last lines are in the file
 echo "job $SLURM_JOB_ID: srun exit status $status"
+if [[ "$status" != 0 ]]; then
+    status="$("$PYTHON" -m tf_for_slurm batch-status --srun-status "$status" --srun-log "$srun_log")" || status=1
+    echo "job $SLURM_JOB_ID: exit status $status (the first failing task's)"
+fi
 exit "$status"
