@@ -1,0 +1,72 @@
+"""The templates and the CLI against the real local Slurm cluster (3 emulated nodes): the job's exit
+code is the first failing task's own status, and an offline `explain --job-id` shows the ports the
+job's tasks really use."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parent.parent
+JOB_TEMPLATE = REPO / "scripts" / "tf_slurm_job.sh"
+TASKS = REPO / "tests" / "slurm_tasks"
+
+
+def _python() -> str:
+    from slurm_harness import PYTHON
+
+    return PYTHON
+
+
+TEMPLATES = {"mnist": REPO / "scripts" / "BASH_Distributed_MNIST.sh", "generic": JOB_TEMPLATE}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("template", sorted(TEMPLATES))
+@pytest.mark.parametrize("status", ["1", "2"])
+def test_job_exit_code_is_the_first_failing_tasks_status(slurm_cluster, tmp_path, template, status):
+    """Task 2 exits 1 or 2, srun ends the others (SIGTERM) and returns 143: the job must say 1 or 2."""
+    train = tmp_path / "train.py"  # (the generic template's script; the test python never runs it)
+    train.write_text("raise SystemExit('not reached')\n")
+    job, info = slurm_cluster.sbatch_poll(
+        ["-N3", "-n3", "-o", str(tmp_path / "job-%j.out"), str(TEMPLATES[template])]
+        + ([str(train)] if template == "generic" else []),
+        timeout=240, env={"PYTHON": str(TASKS / "fail_python.sh"), "REAL_PYTHON": _python(), "IB": "NoIB",
+                          "NUM_PS": "1", "TF_SLURM_REPO": str(REPO), "MODEL_DIR": str(tmp_path / "model"),
+                          "DATA_DIR": str(tmp_path), "FAIL_STATUS": status, "FAIL_RANK": "2"},
+        cwd=str(tmp_path))
+    log = (tmp_path / f"job-{job}.out").read_text()
+    assert info["JobState"] == "FAILED", (info, log[-3000:])
+    assert "srun exit status 143" in log, log[-3000:]  # what the job said before
+    assert info["ExitCode"] == f"{status}:0", (info["ExitCode"], log[-3000:])
+    assert f"exit status {status} (the first failing task's)" in log
+
+
+@pytest.mark.timeout(200)
+def test_offline_explain_with_job_id_shows_the_jobs_ports(slurm_cluster):
+    probe = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in ('SLURM_JOB_ID', 'SLURM_STEP_ID', "
+             "'SLURM_STEP_NODELIST', 'SLURM_STEP_TASKS_PER_NODE', 'TF_SLURM_PORT_SCOPE')}))")
+    script = (f"if [ $SLURM_PROCID = 0 ]; then {_python()} -c \"{probe}\"; {_python()} -m tf_for_slurm explain "
+              "--json --ps 1; fi")
+    res = slurm_cluster.srun(["-N3", "-n4", "--mpi=none", "bash", "-c", script], timeout=150,
+                             env={"PYTHONPATH": str(REPO)}, cwd=str(REPO))
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = res.stdout.splitlines()
+    step, real = json.loads(lines[0]), json.loads(lines[1])
+    offline_args = ["explain", "--json", "--ps", "1", "--nodelist", step["SLURM_STEP_NODELIST"],
+                    "--tasks-per-node", step["SLURM_STEP_TASKS_PER_NODE"], "--job-id", step["SLURM_JOB_ID"],
+                    "--step-id", step["SLURM_STEP_ID"]]
+    if step["TF_SLURM_PORT_SCOPE"]:  # the local cluster's nodes share one host (see local_slurm.sh)
+        offline_args += ["--port-scope", step["TF_SLURM_PORT_SCOPE"]]
+    off = subprocess.run([_python(), "-m", "tf_for_slurm", *offline_args], capture_output=True, text=True,
+                         timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert off.returncode == 0, off.stderr
+    offline = json.loads(off.stdout)
+    assert [t["address"] for t in offline["tasks"]] == [t["address"] for t in real["tasks"]]
+    assert offline["notes"]["port_window"] == real["notes"]["port_window"]
