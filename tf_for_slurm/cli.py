@@ -194,7 +194,7 @@ def _plan(args: argparse.Namespace):
     tasks = args.tasks.split(",") if args.tasks else None
     if getattr(args, "nodelist", None):
         step = offline_step(args.nodelist, args.tasks_per_node or "1", args.job_id, args.step_id)
-        roles = roles_for(step, tasks, args.ps, args.placement or "first", args.chief)
+        roles = roles_for(step, tasks, args.ps, args.placement or "first", args.chief, names={"ps": "--ps"})
         policy = parse_policy(args.address, "--address")
         if policy.kind == "auto":  # decided here, with this machine's resolver, as a task would
             from .environment import decide_address

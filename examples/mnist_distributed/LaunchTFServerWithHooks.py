@@ -83,6 +83,19 @@ def check_flags(args: argparse.Namespace) -> None:
             raise UsageError(bad_value(name, value, expected))
 
 
+def check_model_dir(path: str) -> None:
+    """Create --model_dir and write a probe file there now: an unwritable directory is one line and
+    exit status 2 before any server starts, not a TensorFlow traceback at the first checkpoint."""
+    import tempfile
+
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(bad_value("--model_dir", path, f"a directory this task can write ({exc.strerror})")) from None
+
+
 def list_of_tf_tasks(ps: int, workers: Optional[int], ntasks: int) -> list:
     """['ps'] * ps + ['worker'] * workers, checked against the number of tasks in the step.
 
@@ -110,6 +123,7 @@ def main(argv=None) -> int:
     # library sets CUDA_VISIBLE_DEVICES for this task first, and TF adds no second log handler.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
+    check_model_dir(args.model_dir)
     from tf_for_slurm import plan_from_env, step_from_env
     from tf_for_slurm.environment import noib_address
 
