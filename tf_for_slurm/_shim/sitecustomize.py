@@ -3,9 +3,8 @@
 - TF_SLURM_TF_CONFIG_FILE (a TF_CONFIG over 128 KiB): the full JSON goes into this interpreter's
   os.environ only, never into the C environment, so TensorFlow sees the whole cluster while the
   program's own subprocesses still start (the kernel refuses an environment string over 128 KiB).
-- TF_SLURM_SESSION_FILTERS (TF1 ps/worker tasks): when TensorFlow's server module is imported, a
-  `tf.distribute.Server` of this task made without device filters gets them, so a worker's session
-  never waits for the other workers.
+- TF_SLURM_SESSION_FILTERS (TF1 ps/worker tasks): a session whose master is this task's own server,
+  made without device filters, gets them, so a worker's session never waits for the other workers.
 Then any other sitecustomize further down sys.path runs as usual.
 """
 
@@ -30,21 +29,26 @@ if _path:
         _sys.stderr.write(f"tf_for_slurm: cannot read TF_SLURM_TF_CONFIG_FILE={_path!r}: {_exc.strerror}\n")
 
 
-def _install_device_filters(filters, job):
+def _install_device_filters(filters, port):
+    """Give sessions whose master is this task's own server the task's device filters (TensorFlow
+    takes them from the session's config, not the server's), unless the program set some."""
     import importlib.abc
     import importlib.machinery
 
-    target = "tensorflow.python.training.server_lib"
+    target = "tensorflow.python.client.session"
+
+    def ours(session_target):
+        text = session_target.decode() if isinstance(session_target, bytes) else str(session_target or "")
+        return text.startswith("grpc://") and text.rsplit(":", 1)[-1] == port
 
     def patch(module):
-        server = getattr(module, "Server", None)
-        if server is None or getattr(server, "_tf_slurm_filters", False):
+        session = getattr(module, "Session", None)
+        if session is None or getattr(session, "_tf_slurm_filters", False):
             return
-        original = server.__init__
+        original = session.__init__
 
-        def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol=None, config=None,
-                     start=True):
-            if job_name == job:
+        def __init__(self, target="", graph=None, config=None):
+            if ours(target):
                 from tensorflow.core.protobuf import config_pb2
 
                 if config is None:
@@ -54,10 +58,10 @@ def _install_device_filters(filters, job):
                     merged.CopyFrom(config)
                     merged.device_filters.extend(filters)
                     config = merged
-            original(self, server_or_cluster_def, job_name, task_index, protocol, config, start)
+            original(self, target, graph, config)
 
-        server.__init__ = __init__
-        server._tf_slurm_filters = True
+        session.__init__ = __init__
+        session._tf_slurm_filters = True
 
     class _Loader(importlib.abc.Loader):
         def __init__(self, inner):
@@ -86,9 +90,9 @@ def _install_device_filters(filters, job):
 
 
 _filters = _os.environ.get("TF_SLURM_SESSION_FILTERS")
-_job = _os.environ.get("TF_SLURM_JOB_TYPE")
-if _filters and _job:
-    _install_device_filters([f for f in _filters.split(",") if f], _job)
+_self = _os.environ.get("TF_SLURM_SELF_ADDRESS", "")
+if _filters and ":" in _self:
+    _install_device_filters([f for f in _filters.split(",") if f], _self.rsplit(":", 1)[1])
 
 _here = _os.path.dirname(_os.path.abspath(__file__))
 for _entry in _sys.path:

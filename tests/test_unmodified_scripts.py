@@ -1,0 +1,196 @@
+"""Unmodified TF_CONFIG scripts (tests/unmodified/: written as the seeds and TensorFlow's tutorials
+write them, nothing from tf_for_slurm, no device filters, no barriers) end their step: 0 when
+training is done, non-zero within 10 s when a worker, a ps or the coordinator is killed.
+Under `tf-slurm local` and under real Slurm (`srun ... tf-slurm exec -- python script.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = Path(__file__).resolve().parent / "unmodified"
+PY = sys.executable
+
+pytestmark = [pytest.mark.tf]
+tf = pytest.importorskip("tensorflow", reason="needs TensorFlow")
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+for _name in ("TF_USE_LEGACY_KERAS", "TF_CONFIG"):  # the product decides, not the test
+    ENV.pop(_name, None)
+
+# script -> (roles, normal args, long-running args, the line the coordinator prints when training)
+CASES = {
+    "tf1": ("ps,worker,worker", ["tf1_ps_worker.py", "--steps", "300"], ["tf1_ps_worker.py", "--steps", "10000000"],
+            "worker 0 training"),
+    "pss": ("chief,ps,worker,worker", ["tf2_pss_fit.py"], ["tf2_pss_fit.py", "--epochs", "100000"],
+            "coordinator training"),
+    "mwms": ("worker,worker", ["tf2_mwms_fit.py"], ["tf2_mwms_fit.py", "--epochs", "100000"], "worker 0 training"),
+    "eval": ("chief,worker,evaluator", ["tf2_chief_evaluator.py"], ["tf2_chief_evaluator.py", "--epochs", "100000"],
+             "chief 0 training"),
+}
+
+
+def script_argv(args: List[str], model_dir: Path) -> List[str]:
+    argv = [PY, str(SCRIPTS / args[0]), *args[1:]]
+    if args[0] == "tf2_chief_evaluator.py":
+        argv += ["--model-dir", str(model_dir)]
+    return argv
+
+
+def done_times(out: str, who: str) -> List[float]:
+    return [float(t) for t in re.findall(rf"{who} done at ([0-9.]+)", out)]
+
+
+def command_pids(script: str, rank: int) -> List[int]:
+    """The task's own command (python SCRIPT), not its tf-slurm supervisor."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            env = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 1 and argv[1].decode(errors="replace").endswith(script) \
+                and f"SLURM_PROCID={rank}".encode() in env:
+            pids.append(int(name))
+    return pids
+
+
+def wait_for_line(path: Path, needle: str, proc: subprocess.Popen, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if needle in path.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the step ended before {needle!r}: {path.read_text()[-3000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"no {needle!r} within {timeout} s: {path.read_text()[-3000:]}")
+
+
+def run_step(argv: List[str], log: Path, *, env: Optional[dict] = None, victim: Optional[int] = None,
+             script: str = "", ready: str = "", timeout: float = 200) -> tuple:
+    """Run a step; with `victim`, SIGKILL that rank's command once `ready` is printed.
+    Returns (returncode, output, seconds from the kill to the step's end)."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**ENV, **(env or {})})
+        try:
+            took = None
+            if victim is not None:
+                wait_for_line(log, ready, proc, timeout=150)
+                pids = command_pids(script, victim)
+                assert pids, f"no process of rank {victim} running {script}"
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                killed = time.monotonic()
+                proc.wait(timeout=60)
+                took = time.monotonic() - killed
+            else:
+                proc.wait(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return proc.returncode, log.read_text(errors="replace"), took
+
+
+def local_argv(case: str, args: List[str], model_dir: Path) -> List[str]:
+    roles = CASES[case][0]
+    return [PY, "-m", "tf_for_slurm", "local", "-n", str(roles.count(",") + 1), "--tasks", roles, "--",
+            *script_argv(args, model_dir)]
+
+
+# -- tf-slurm local ---------------------------------------------------------------------------------
+
+@pytest.mark.timeout(240)
+def test_tf1_late_worker_opens_its_session_after_the_chief_finished(tmp_path):
+    argv = local_argv("tf1", ["tf1_ps_worker.py", "--steps", "300", "--slow-task", "worker:1",
+                              "--slow-seconds", "20"], tmp_path)
+    rc, out, _ = run_step(argv, tmp_path / "log")
+    end = time.time()
+    assert rc == 0, out[-4000:]
+    chief_done = done_times(out, "worker 0")
+    opened = [float(t) for t in re.findall(r"worker 1 opens its session at ([0-9.]+)", out)]
+    assert chief_done and opened and opened[0] - chief_done[0] >= 10, out[-3000:]
+    assert done_times(out, "worker 1"), out[-3000:]  # it trained (nothing left to do) and ended by itself
+    # from the print to the process's exit, TensorFlow's interpreter teardown takes 1-6 s here; the ps
+    # itself leaves within 1 s of the last worker's exit (tests/test_supervisor.py times that exactly)
+    assert end - done_times(out, "worker 1")[0] < 8
+    assert "still running" not in out
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("case", ["pss", "mwms", "eval"])
+def test_tf2_scripts_end_0_soon_after_the_chief(tmp_path, case):
+    argv = local_argv(case, CASES[case][1], tmp_path / "model")
+    rc, out, _ = run_step(argv, tmp_path / "log")
+    end = time.time()
+    assert rc == 0, out[-4000:]
+    chief = {"pss": "coordinator", "mwms": "worker 0", "eval": "chief 0"}[case]
+    assert done_times(out, chief), out[-3000:]
+    assert end - done_times(out, chief)[0] < 3.0, (end - done_times(out, chief)[0], out[-3000:])
+    if case == "eval":
+        assert "evaluator waiting for checkpoints" in out and (tmp_path / "model" / "checkpoint").exists()
+
+
+KILLS = [("tf1", 2, "worker"), ("tf1", 0, "ps"), ("tf1", 1, "chief"),
+         ("pss", 2, "worker"), ("pss", 1, "ps"), ("pss", 0, "coordinator"),
+         ("mwms", 1, "worker"), ("mwms", 0, "chief"),
+         ("eval", 2, "evaluator"), ("eval", 0, "chief")]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case,victim,what", KILLS, ids=[f"{c}-{w}" for c, _, w in KILLS])
+def test_a_killed_task_ends_the_step_non_zero_within_10s(tmp_path, case, victim, what):
+    roles, _, long_args, ready = CASES[case]
+    argv = local_argv(case, long_args, tmp_path / "model")
+    rc, out, took = run_step(argv, tmp_path / "log", victim=victim, script=long_args[0], ready=ready)
+    assert rc != 0, out[-3000:]
+    assert took < 10, (took, out[-3000:])
+    assert f"task {victim} exited with status 137" in out, out[-3000:]
+
+
+# -- real Slurm -------------------------------------------------------------------------------------
+
+def srun_argv(case: str, args: List[str], model_dir: Path) -> List[str]:
+    roles = CASES[case][0]
+    n = roles.count(",") + 1
+    return ["srun", f"-N{min(n, 3)}", f"-n{n}", "--mpi=none", "-l", PY, "-m", "tf_for_slurm", "exec",
+            "--tasks", roles, "--", *script_argv(args, model_dir)]
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", list(CASES))
+def test_under_srun_each_script_ends_0(slurm_cluster, tmp_path, case):
+    args = CASES[case][1]
+    if case == "tf1":
+        args = args + ["--slow-task", "worker:1", "--slow-seconds", "12"]
+    rc, out, _ = run_step(srun_argv(case, args, tmp_path / "model"), tmp_path / "log",
+                          env={**slurm_cluster.env, "PYTHONPATH": str(ROOT)}, timeout=240)
+    assert rc == 0, out[-4000:]
+    chief = {"tf1": "worker 1", "pss": "coordinator", "mwms": "worker 0", "eval": "chief 0"}[case]
+    assert done_times(out, chief), out[-3000:]
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case,victim", [("tf1", 0), ("pss", 2), ("mwms", 1)])
+def test_under_srun_without_kill_on_bad_exit_a_killed_task_ends_the_step(slurm_cluster, tmp_path, case, victim):
+    roles, _, long_args, ready = CASES[case]
+    rc, out, took = run_step(srun_argv(case, long_args, tmp_path / "model"), tmp_path / "log",
+                             env={**slurm_cluster.env, "PYTHONPATH": str(ROOT)}, victim=victim,
+                             script=long_args[0], ready=ready)
+    assert rc != 0, out[-3000:]
+    assert took < 10, (took, out[-3000:])

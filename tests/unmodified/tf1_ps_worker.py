@@ -1,0 +1,49 @@
+"""TF1 between-graph ps/worker training, written the way seed 000 and TensorFlow 1's tutorial write
+it (ported to tf.compat.v1 only): TF_CONFIG in, a ps that join()s forever, no device filters, no
+barrier.  Nothing here knows about tf_for_slurm.
+
+    python tf1_ps_worker.py [--steps N] [--slow-task worker:1 --slow-seconds S]
+
+--slow-task stands for a slow node: that task loads its data S seconds later than the others.
+"""
+
+import argparse
+import json
+import os
+import time
+
+import tensorflow as tf
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=300)
+parser.add_argument("--slow-task", default="")
+parser.add_argument("--slow-seconds", type=float, default=0.0)
+args = parser.parse_args()
+
+config = json.loads(os.environ["TF_CONFIG"])
+cluster = tf.train.ClusterSpec(config["cluster"])
+job, index = config["task"]["type"], config["task"]["index"]
+server = tf.distribute.Server(cluster, job_name=job, task_index=index)
+if job == "ps":
+    server.join()
+
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+with v1.device(v1.train.replica_device_setter(worker_device=f"/job:worker/task:{index}", cluster=cluster)):
+    w = v1.get_variable("w", initializer=0.0)
+    b = v1.get_variable("b", initializer=0.0)
+    x = v1.random_uniform([64])
+    loss = v1.reduce_mean(tf.square(w * x + b - (3.0 * x + 1.0)))
+    global_step = v1.train.get_or_create_global_step()
+    train_op = v1.train.GradientDescentOptimizer(0.3).minimize(loss, global_step=global_step)
+
+if args.slow_task == f"{job}:{index}":
+    time.sleep(args.slow_seconds)  # a slow node: its data arrives late
+print(f"{job} {index} opens its session at {time.time():.3f}", flush=True)
+with v1.train.MonitoredTrainingSession(master=server.target, is_chief=(index == 0),
+                                       hooks=[v1.train.StopAtStepHook(last_step=args.steps)]) as sess:
+    print(f"{job} {index} training", flush=True)
+    value = None
+    while not sess.should_stop():
+        _, value = sess.run([train_op, loss])
+print(f"{job} {index} done at {time.time():.3f} (loss {value})", flush=True)
