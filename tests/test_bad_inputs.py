@@ -120,6 +120,8 @@ API = [
      ["node_addresses=['a']"]),
     ("tasks and ps", lambda: tf_for_slurm.plan_from_env(dict(SMALL), tasks=["ps", "worker", "worker"], ps=1),
      ["tasks and ps were both given"]),
+    ("no SLURM_LOCALID: plan.me", lambda: tf_for_slurm.plan_from_env(_with(STEP, SLURM_LOCALID=None), check=False).me,
+     ["SLURM_LOCALID and SLURM_NODEID", "as srun sets them"]),
     ("step_from_env(None)", _step(None), ["env=None"]),
     ("step_from_env(str)", _step("SLURM_JOB_ID=1"), ["env='SLURM_JOB_ID=1'"]),
     ("step_from_env(nodes int)", _step(_with(STEP, SLURM_STEP_NODELIST=3)), ["env['SLURM_STEP_NODELIST']=3"]),

@@ -55,8 +55,8 @@ class ClusterPlan:
             from .errors import PlanError
 
             raise PlanError(
-                "this task's rank is unknown (offline plan): expected SLURM_PROCID/SLURM_LOCALID "
-                "and SLURM_NODEID in the environment"
+                "this task's place in the step is unknown: expected SLURM_LOCALID and SLURM_NODEID (or "
+                "SLURMD_NODENAME) in the environment, as srun sets them (an offline plan has no task)"
             )
         return self.tasks[self.my_rank]
 
