@@ -48,6 +48,31 @@ def test_job_exit_code_is_the_first_failing_tasks_status(slurm_cluster, tmp_path
     assert f"exit status {status} (the first failing task's)" in log
 
 
+@pytest.mark.timeout(400)
+def test_mnist_template_completes_when_a_worker_exits_0_at_start(slurm_cluster, tmp_path):
+    """Worker 1 exits 0 before starting its server (never reports): the job still COMPLETES, once
+    worker 0 trained, after late_start_grace (30 s), not the 120 s start-up grace."""
+    from data_paths import mnist_dir
+
+    mnist = Path(mnist_dir())
+    if not ((mnist / "t10k-images-idx3-ubyte.gz").exists() or (mnist / "t10k-images-idx3-ubyte").exists()):
+        pytest.skip(f"real MNIST digits not found in {mnist}")
+    job, info = slurm_cluster.sbatch_poll(
+        ["-N3", "-n3", "-o", str(tmp_path / "job-%j.out"), str(TEMPLATES["mnist"])],
+        timeout=300, env={"PYTHON": str(TASKS / "fail_python.sh"), "REAL_PYTHON": _python(), "OTHERS": "python",
+                          "IB": "NoIB", "NUM_PS": "1", "TF_SLURM_REPO": str(REPO), "ITERATIONS": "100",
+                          "MODEL_DIR": str(tmp_path / "model"), "DATA_DIR": str(mnist), "FAIL_STATUS": "0",
+                          "FAIL_RANK": "2"}, cwd=str(tmp_path))
+    log = (tmp_path / f"job-{job}.out").read_text()
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-4000:])
+    assert re.search(r"worker:1 at \S+ never came up .* exiting 0 without it", log), log[-4000:]
+    start, end = (info[k] for k in ("StartTime", "EndTime"))
+    from datetime import datetime
+
+    took = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    assert took < 120, (took, log[-3000:])
+
+
 @pytest.mark.timeout(200)
 def test_offline_explain_with_job_id_shows_the_jobs_ports(slurm_cluster):
     probe = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in ('SLURM_JOB_ID', 'SLURM_STEP_ID', "
