@@ -35,6 +35,7 @@ def DistributedTrain(FLAGS, task_index, TFCluster, TFServer, QueueHook):
             checkpoint_dir=FLAGS.model_dir, save_checkpoint_secs=None, save_summaries_steps=None,
             save_summaries_secs=None, config=None) as sess:
         step = sess.run(global_step)
+        w_ = b_ = float("nan")  # another worker may already have reached the last step
         while not sess.should_stop():
             bx = rng.uniform(-1, 1, FLAGS.batch_size).astype(np.float32)
             _, step, w_, b_ = sess.run([train_step, global_step, w, b], feed_dict={x: bx, y: 3 * bx + 2})

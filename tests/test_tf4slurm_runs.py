@@ -1,0 +1,158 @@
+"""Issue 8, multi-process: tf4slurm-era tasks (original call forms, TF1 through tf.compat.v1) and the
+example with the seed's command line, 1 ps + 2 workers through `tf-slurm local`.
+
+The tasks in tests/tf4slurm_tasks are written as a tf4slurm user wrote them (the ps ends in its own
+dequeue loop) and are never edited to make a test pass.  tests/tf4slurm_tasks/timed.sh records each
+task's exit status and time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from data_paths import mnist_dir
+
+pytestmark = [pytest.mark.tf]
+
+REPO = Path(__file__).resolve().parent.parent
+TASKS = REPO / "tests" / "tf4slurm_tasks"
+EXAMPLE = REPO / "examples" / "mnist_distributed"
+MNIST = mnist_dir()
+HAVE_MNIST = any(os.path.exists(os.path.join(MNIST, f"t10k-images-idx3-ubyte{e}")) for e in ("", ".gz"))
+
+
+def free_base_port(n: int) -> int:
+    """A base port whose 2n ports are free now (other suites on this machine start servers too)."""
+    rng = np.random.RandomState()
+    for _ in range(200):
+        base = int(rng.randint(20000, 32000))
+        socks = []
+        try:
+            for port in range(base, base + 2 * n):
+                s = socket.socket()
+                socks.append(s)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(("0.0.0.0", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free block of ports found")
+
+
+def task_times(path: Path) -> dict:
+    """{procid: (exit status, unix time)} from timed.sh's lines."""
+    out = {}
+    for line in path.read_text().splitlines():
+        procid, rc, t = line.split()
+        out[int(procid)] = (int(rc), float(t))
+    return out
+
+
+def assert_ps_left_with_the_workers(times: dict, out: str) -> float:
+    """Every task exited 0 and the ps (rank 0) within 1 s of the last worker; returns the gap."""
+    assert sorted(times) == [0, 1, 2] and all(rc == 0 for rc, _ in times.values()), (times, out[-3000:])
+    gap = times[0][1] - max(times[1][1], times[2][1])
+    assert gap <= 1.0, (gap, times)
+    return gap
+
+
+def run_local(tmp: Path, argv: list, *, launcher_args: tuple = (), timeout: float = 240) -> tuple:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TF_SLURM_", "TF_CONFIG"))}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", GRPC_POLL_STRATEGY="poll", TASK_TIMES=str(tmp / "times"),
+               TF_SLURM_BASE_PORT=str(free_base_port(3)))
+    cmd = [str(REPO / ".venv" / "bin" / "tf-slurm") if (REPO / ".venv" / "bin" / "tf-slurm").exists() else "tf-slurm",
+           "local", "-n", "3", *launcher_args, "--", "bash", str(TASKS / "timed.sh"), sys.executable, *argv]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, cwd=str(tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout)
+    return r, time.monotonic() - t0
+
+
+SMALL = ["-ps", "1", "-workers", "2", "-Iterations", "40", "-batch_size", "16",
+         "--train_module", "SmallModel_DistributedTRAIN"]
+
+
+@pytest.mark.timeout(300)
+def test_original_task_under_local_launcher_as_srun_runs_it(tmp_path):
+    """Slurm variables only (what plain srun gives): the original ps loop must end the ps itself."""
+    r, took = run_local(tmp_path, [str(TASKS / "LaunchTFServerWithHooks.py"), *SMALL,
+                                   "--model_dir", str(tmp_path / "model")], launcher_args=("--slurm-env-only",))
+    out = r.stdout
+    assert r.returncode == 0, out[-4000:]
+    gap = assert_ps_left_with_the_workers(task_times(tmp_path / "times"), out)
+    # the ps's own dequeue loop ran to its end: one line per worker's done report
+    assert "0: ps 0 received done 0" in out and "0: ps 0 received done 1" in out, out[-3000:]
+    # GetServerDictionary(..., InfinyBand=FLAGS.NoIB) under the launcher: its loopback policy wins
+    assert "Cluster Dictionary: {'ps': ['127.0.0.1:" in out
+    # the hooks with the original keywords: barrier on the chief, per-step lines outside AvoidStep
+    assert "1: tf_for_slurm.runtime.hooks: chief: all 2 workers are up, training starts" in out, out[-3000:]
+    steps = [int(s) for s in re.findall(r"^\d: tf_for_slurm\.runtime\.hooks: worker: global step (\d+)$", out, re.M)]
+    assert steps and all(s < 3 or s > 37 for s in steps), steps
+    assert len(re.findall(r"worker \d reported done from hook.end\(\)", out)) == 2
+    assert len(re.findall(r"^\d: worker \d finished training$", out, re.M)) == 2
+    print(f"original task, --slurm-env-only: job {took:.1f} s, ps exit - last worker exit = {gap:+.3f} s")
+
+
+@pytest.mark.timeout(300)
+def test_original_task_under_default_local_launcher(tmp_path):
+    """`tf-slurm local -n 3 -- python task.py` as the README shows it (tasks under `tf-slurm exec`)."""
+    r, took = run_local(tmp_path, [str(TASKS / "LaunchTFServerWithHooks.py"), *SMALL,
+                                   "--model_dir", str(tmp_path / "model")])
+    out = r.stdout
+    assert r.returncode == 0, out[-4000:]
+    assert "0: ps 0 received done 1" in out, out[-3000:]  # the ps's loop saw both workers
+    times = task_times(tmp_path / "times")
+    assert times[1][0] == 0 and times[2][0] == 0, times
+    if 0 in times:  # the ps left by itself (else exec's supervisor ended it once both workers were done)
+        assert_ps_left_with_the_workers(times, out)
+    print(f"original task, default local: job {took:.1f} s, ps recorded: {0 in times}")
+
+
+needs_mnist = pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")
+
+
+@needs_mnist
+@pytest.mark.timeout(400)
+def test_seed_launcher_calls_the_examples_distributed_train(tmp_path):
+    """The seed's launcher (original forms) calling the example's DistributedTrain(FLAGS, task_index,
+    TFCluster=, TFServer=, QueueHook=) with the seed's command line."""
+    model = tmp_path / "model"
+    r, took = run_local(tmp_path, [str(TASKS / "LaunchTFServerWithHooks.py"), "-ps", "1", "-workers", "2",
+                                   "--data_dir", MNIST, "--model_dir", str(model), "-batch_size", "50",
+                                   "-Iterations", "200", "--NoIB"], launcher_args=("--slurm-env-only",))
+    out = r.stdout
+    assert r.returncode == 0, out[-4000:]
+    gap = assert_ps_left_with_the_workers(task_times(tmp_path / "times"), out)
+    assert "0: ps 0 received done 1" in out
+    m = re.search(r"held-out accuracy: ([0-9.]+) on (\d+) examples after global step (\d+)", out)
+    assert m and float(m.group(1)) >= 0.9 and int(m.group(3)) >= 200, out[-3000:]
+    assert list(model.glob("model.ckpt-*.index")), "the chief's last checkpoint was written"
+    print(f"seed launcher + example DistributedTrain: job {took:.1f} s, ps - last worker = {gap:+.3f} s")
+
+
+@needs_mnist
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("counts", [["-ps", "1", "-workers", "2"], []], ids=["seed-command-line", "no-counts"])
+def test_example_with_the_seeds_command_line_and_with_no_counts(tmp_path, counts):
+    model = tmp_path / "model"
+    argv = [str(EXAMPLE / "LaunchTFServerWithHooks.py"), *counts, "--data_dir", MNIST, "--model_dir", str(model),
+            "-batch_size", "50", "-Iterations", "200", "--eval_every", "0"] + (["--NoIB"] if counts else [])
+    r, took = run_local(tmp_path, argv)
+    out = r.stdout
+    assert r.returncode == 0, out[-4000:]
+    assert "ps:0: all 2 workers reported done; exiting cleanly (status 0)" in out, out[-3000:]
+    assert re.search(r"held-out accuracy: [0-9.]+ on \d+ examples after global step \d+ \(async, 2 workers\)", out)
+    times = task_times(tmp_path / "times")
+    assert all(rc == 0 for rc, _ in times.values()) and 1 in times and 2 in times, times
+    print(f"example {' '.join(counts) or '(no counts)'}: job {took:.1f} s")
