@@ -140,7 +140,9 @@ def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5
             all_seen_reported_at.clear()
             return False
         now = time.monotonic()
-        since = all_seen_reported_at[0] if all_seen_reported_at else all_seen_reported_at.append(now) or now
+        if not all_seen_reported_at:
+            all_seen_reported_at.append(now)
+        since = all_seen_reported_at[0]
         if now - since < min(late_start_grace, max(0.0, startup_grace - (since - start))):
             return False
         log.warning("ps:%d every task that came up reported done; %s never came up (ended before starting "
