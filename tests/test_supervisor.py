@@ -295,3 +295,70 @@ def test_exec_gives_each_task_its_share_of_the_nodes_gpus():
         assert r.returncode == 0, r.stderr
         seen[slot] = r.stdout.strip()
     assert seen == {0: "", 1: "2", 2: "5", 3: "2"}
+
+
+# -- without a launcher that kills the others (srun without --kill-on-bad-exit) ---------------------
+
+def start_step(n: int, body: str, marker: str, roles: str = "", extra=None) -> list:
+    """Start every task as `tf-slurm exec` directly, as srun would: nobody but the supervisors ends them."""
+    procs = []
+    job = str(int(time.time() * 1000) % 9_000_000 + 1_000_000)
+    for slot in range(n):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TF_SLURM"))}
+        env.update(step_env("node[1-%d]" % n, "1(x%d)" % n, slot=slot, job_id=job,
+                            TF_SLURM_ADDRESS="template:127.0.0.1", TF_SLURM_PORT_SCOPE="step", **(extra or {})))
+        if roles:
+            env["TF_SLURM_TASKS"] = roles
+        procs.append(subprocess.Popen([PY, "-m", "tf_for_slurm", "exec", "--", "sh", "-c", body, marker],
+                                      env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, start_new_session=True))
+    return procs
+
+
+def finish(procs, timeout: float) -> list:
+    end = time.monotonic() + timeout
+    codes = []
+    for p in procs:
+        try:
+            p.communicate(timeout=max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError(f"task pid {p.pid} still running {timeout} s on")
+        codes.append(p.returncode)
+    return codes
+
+
+@pytest.mark.parametrize("victim", [0, 1, 2], ids=["ps", "chief", "worker"])
+def test_without_a_launcher_a_killed_command_ends_every_task(tmp_path, victim):
+    marker = f"m{uuid.uuid4().hex}"
+    procs = start_step(3, f'echo $$ > {tmp_path}/pid.$SLURM_PROCID; exec sleep 600', marker)
+    try:
+        wait_files([tmp_path / f"pid.{r}" for r in range(3)])
+        time.sleep(0.5)
+        os.kill(int((tmp_path / f"pid.{victim}").read_text()), signal.SIGKILL)
+        t0 = time.monotonic()
+        codes = finish(procs, 15)
+    finally:
+        for p in procs:
+            p.kill()
+    assert time.monotonic() - t0 < 10
+    assert codes == [137, 137, 137]
+    assert leftovers(marker) == []
+
+
+def test_without_a_launcher_a_failing_task_ends_every_task_with_its_status():
+    marker = f"m{uuid.uuid4().hex}"
+    t0 = time.monotonic()
+    codes = finish(start_step(4, 'if [ "$SLURM_PROCID" = 3 ]; then sleep 1; exit 5; fi; exec sleep 600', marker), 15)
+    assert codes == [5, 5, 5, 5]
+    assert time.monotonic() - t0 < 10
+    assert leftovers(marker) == []
+
+
+def test_without_a_launcher_pss_servers_end_0_with_the_coordinator():
+    marker = f"m{uuid.uuid4().hex}"
+    body = 'if [ "$TF_SLURM_JOB_TYPE" = chief ]; then sleep 1; exit 0; fi; exec sleep 600'
+    codes = finish(start_step(4, body, marker, roles="chief,ps,worker,worker"), 15)
+    assert codes == [0, 0, 0, 0]
+    assert leftovers(marker) == []

@@ -323,6 +323,7 @@ class Hub:
         self.conns: Dict[int, _Conn] = {}  # rank -> joined connection
         self.accepted = 0  # connections accepted (one per task: the benchmark checks it)
         self._failure_noted = False
+        self.child: Optional[Child] = None
 
     def run(self) -> int:
         plan, timing = self.plan, self.timing
@@ -347,7 +348,7 @@ class Hub:
                     self._apply(watch.exit(plan.my_rank, 127, time.monotonic()))
                     child = None
                     child_reported = True
-                sigs.child = child
+                sigs.child = self.child = child
                 next_tick = 0.0
                 while True:
                     now = time.monotonic()
@@ -367,9 +368,9 @@ class Hub:
                         else:
                             if child.status != 0:
                                 _note_failure(self.launch_report, plan.my_rank, child.status)
-                            self._apply(watch.exit(plan.my_rank, child.status, now), child)
+                            self._apply(watch.exit(plan.my_rank, child.status, now))
                     if now >= next_tick:
-                        self._apply(watch.tick(now), child)
+                        self._apply(watch.tick(now))
                         next_tick = now + 0.5
                     self._log(watch, plan.my_rank)
                     if child is not None:
@@ -479,12 +480,12 @@ class Hub:
             return "duplicate-task"
         return None
 
-    def _apply(self, actions: List[End], child: Optional[Child] = None) -> None:
+    def _apply(self, actions: List[End]) -> None:
         for action in actions:
             for rank in action.ranks:
                 if rank == self.plan.my_rank:
-                    if child is not None:
-                        child.end(self.timing.kill_grace)
+                    if self.child is not None:
+                        self.child.end(self.timing.kill_grace)
                     continue
                 conn = self.conns.get(rank)
                 if conn is not None:
