@@ -44,6 +44,7 @@ def _offline_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--port-scope", choices=["node", "step"],
                    help="ports unique per node (default) or across the step (TF_SLURM_PORT_SCOPE; emulated nodes)")
     g.add_argument("--rank", type=int, help="the task to print (default: this task)")
+    g.add_argument("--gpus", metavar="IDS", help="GPU ids each node has, e.g. '0,1,2,3' (explain shows each task's share)")
 
 
 def _command_in(argv: Optional[Sequence[str]]) -> Optional[str]:
@@ -231,10 +232,15 @@ def _rank(args: argparse.Namespace, plan) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from .gpus import gpu_view, parse_gpu_list
+
     plan = _plan(args)
     chief = plan.chief
+    pool = parse_gpu_list(args.gpus, "--gpus") if getattr(args, "gpus", None) is not None else None
+    gpus = gpu_view(plan.tasks, plan.my_rank, os.environ.get("CUDA_VISIBLE_DEVICES"),
+                    os.environ.get("SLURM_STEP_GPUS"), pool)
     rows = [{"rank": t.rank, "node": t.node, "local_id": t.local_id, "role": t.role, "index": t.index,
-             "address": t.address, "aux_port": t.aux_port, "gpus": ",".join(t.gpus),
+             "address": t.address, "aux_port": t.aux_port, "gpus": gpus[t.rank],
              "chief": chief is not None and t.rank == chief.rank, "me": t.rank == plan.my_rank} for t in plan.tasks]
     chief_note = None
     if chief is not None and chief.role != "chief":

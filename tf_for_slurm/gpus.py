@@ -139,3 +139,34 @@ def devices_for_task(tasks: Sequence, rank: int, cuda_visible_devices: Optional[
     if not pool:
         return None
     return visible_devices_for(tasks, rank, pool)
+
+
+def gpu_view(tasks: Sequence, my_rank: Optional[int], cuda_visible_devices: Optional[str] = None,
+             slurm_step_gpus: Optional[str] = None, node_pool: Optional[Sequence[str]] = None) -> dict:
+    """rank -> the CUDA_VISIBLE_DEVICES each task will get, for people to read (`tf-slurm explain`).
+
+    node_pool: every node's GPUs (planning offline).  Otherwise only this task's node is known
+    (from its environment): tasks elsewhere show '?'.  '' means the task is left alone (no GPU
+    anywhere), '-' that it sees none (a ps).
+    """
+    view = {}
+    me = next((t for t in tasks if t.rank == my_rank), None)
+    if node_pool is None and (me is None or not pick_gpu_source(cuda_visible_devices, me.gpus, slurm_step_gpus)):
+        return {t.rank: "" for t in tasks}  # no GPU known here (a CPU node, or offline without --gpus)
+    for t in tasks:
+        if node_pool is not None:
+            value: Optional[str] = visible_devices_for(tasks, t.rank, tuple(node_pool)) if node_pool else None
+        elif me is not None and t.node_index == me.node_index:
+            if t.rank == me.rank:
+                value = devices_for_task(tasks, t.rank, cuda_visible_devices, slurm_step_gpus)
+            elif bound_per_task(cuda_visible_devices, slurm_step_gpus):
+                value = "?"  # Slurm bound each task: only its own set is visible from here
+            else:
+                value = devices_for_task(tasks, t.rank, None if slurm_step_gpus else cuda_visible_devices,
+                                         slurm_step_gpus)
+        else:
+            value = "?"
+        if t.role not in GPU_ROLES and value != "?" and (node_pool or value is not None):
+            value = "-"
+        view[t.rank] = "" if value is None else (value or "-")
+    return view

@@ -14,7 +14,7 @@ import sys
 from typing import Any, MutableMapping, Optional
 
 from ..errors import PlanError, UsageError, bad_value
-from ..gpus import bound_per_task, pick_gpu_source, visible_devices_for
+from ..gpus import devices_for_task
 from ..plan import ClusterPlan, Task
 from ..ports import ensure_bindable
 
@@ -68,15 +68,9 @@ def configure_gpus(plan: ClusterPlan, environ: Optional[MutableMapping[str, str]
     """
     env = os.environ if environ is None else environ
     me = plan.me
-    cuda = env.get("CUDA_VISIBLE_DEVICES")
-    step = env.get("SLURM_STEP_GPUS")
-    if me.role == "ps":
+    value = devices_for_task(plan.tasks, me.rank, env.get("CUDA_VISIBLE_DEVICES"), env.get("SLURM_STEP_GPUS"))
+    if value is None:  # no GPU anywhere on this node
         value = ""
-    elif bound_per_task(cuda, step):
-        value = cuda.strip()  # Slurm split the GPUs per task already
-    else:
-        pool = pick_gpu_source(cuda, me.gpus, step)
-        value = visible_devices_for(plan.tasks, me.rank, pool)
     if "tensorflow" in sys.modules and env.get("CUDA_VISIBLE_DEVICES") != value and env is os.environ:
         log.warning("TensorFlow was imported before start_server: CUDA_VISIBLE_DEVICES=%r may come "
                     "too late if GPUs were already initialised", value)

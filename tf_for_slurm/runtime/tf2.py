@@ -133,12 +133,20 @@ def multi_worker_mirrored_strategy(plan: Optional[ClusterPlan] = None, **strateg
     """
     plan = _plan_or_env(plan, "mwms")
     config = mwms_tf_config(plan)
+    _gpus(plan)
     os.environ["TF_CONFIG"] = json.dumps(config)
     log.info("MultiWorkerMirroredStrategy: %s:%d of %s", config["task"]["type"], config["task"]["index"],
              config["cluster"])
     import tensorflow as tf
 
     return tf.distribute.MultiWorkerMirroredStrategy(**strategy_kwargs)
+
+
+def _gpus(plan: ClusterPlan) -> None:
+    """The same GPU split as runtime.launch and `tf-slurm exec` (ps none, workers their share)."""
+    from .server import configure_gpus
+
+    configure_gpus(plan)
 
 
 # -- ParameterServerStrategy -------------------------------------------------------------------
@@ -188,6 +196,7 @@ def parameter_server_strategy(plan: Optional[ClusterPlan] = None, variable_parti
     if me.rank != chief.rank:
         raise UsageError(bad_value("task", f"{me.role}:{me.index}",
                                    "the chief (coordinator); ps/worker tasks call serve_until_done()"))
+    _gpus(plan)
     import tensorflow as tf
 
     spec = tf.train.ClusterSpec(_cluster_spec_dict(plan))
@@ -257,6 +266,7 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
     if me.role not in ("ps", "worker"):
         raise UsageError(bad_value("task", f"{me.role}:{me.index}",
                                    "a 'ps' or 'worker' task (the chief coordinates: use parameter_server_strategy())"))
+    _gpus(plan)
     import tensorflow as tf
 
     server = tf.distribute.Server(tf.train.ClusterSpec(_cluster_spec_dict(plan)), job_name=me.role,
