@@ -70,6 +70,6 @@ def test_explain_shows_each_tasks_gpus():
                        env={k: v for k, v in os.environ.items() if not k.startswith("SLURM")})
     assert r.returncode == 0, r.stderr
     assert [row["gpus"] for row in json.loads(r.stdout)["tasks"]] == ["-", "2", "5", "2,5"]
-    r = subprocess.run([sys.executable, "-m", "tf_for_slurm", "explain", "--nodelist", "g1", "--gpus", "0,,1"],
+    r = subprocess.run([sys.executable, "-m", "tf_for_slurm", "explain", "--nodelist", "g[1-2]", "--gpus", "0,,1"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--gpus='0,,1'" in r.stderr
