@@ -86,3 +86,19 @@ def test_template_default_ib_auto_falls_back_to_host_names(slurm_cluster, tmp_pa
     assert sorted(chosen) == ["0", "1", "2"], log[-4000:]
     assert re.search(r"cluster \{'ps': \['node1:\d+'\], 'worker': \['node2:\d+', 'node3:\d+'\]", log)
     assert "all 2 workers reported done; exiting cleanly (status 0)" in log
+
+
+@pytest.mark.timeout(300)
+def test_generic_template_default_ib_auto(slurm_cluster, tmp_path):
+    """tf_slurm_job.sh with no IB setting: tasks under `tf-slurm exec` decide auto the same way."""
+    job, info = slurm_cluster.sbatch_poll(
+        ["-N3", "-n3", "-o", str(tmp_path / "job-%j.out"), str(REPO / "scripts" / "tf_slurm_job.sh"),
+         str(REPO / "tests" / "slurm_tasks" / "tf_config_train.py"), "100", str(tmp_path)],
+        timeout=240, env={**CLEAR, "PYTHON": _python(), "TF_SLURM_REPO": str(REPO), "MODEL_DIR": str(tmp_path / "m")},
+        cwd=str(tmp_path))
+    log = (tmp_path / f"job-{job}.out").read_text()
+    assert info["JobState"] == "COMPLETED", log[-4000:]
+    assert "IB=auto" in log
+    chosen = re.findall(r"^(\d): .*address policy template:\{host\}-ib \(auto: the InfiniBand names of all 3 "
+                        r"node\(s\) resolve", log, re.M)
+    assert sorted(set(chosen)) == ["0", "1", "2"], log[-4000:]

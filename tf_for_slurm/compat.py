@@ -15,8 +15,6 @@ from typing import Any, Mapping, Optional, Tuple
 
 from .errors import UsageError, bad_value
 
-_REPORTING = ("chief", "worker")
-
 _lock = threading.Lock()
 _remembered: Optional[Any] = None  # the ClusterPlan of this process's last GetServerDictionary
 
@@ -50,9 +48,11 @@ def remembered_plan() -> Optional[Any]:
 
 
 def info_from_plan(plan: Any, source: str) -> TaskInfo:
-    """TaskInfo of `plan.me` (reporter indices as `runtime.done_queue.reporter_tasks` numbers them)."""
+    """TaskInfo of `plan.me`, reporter indices numbered as the done queue numbers them."""
+    from .runtime.done_queue import reporter_tasks  # no TensorFlow import
+
     me = plan.me
-    reporters = [t for role in _REPORTING for t in sorted(plan.tasks_with_role(role), key=lambda t: t.index)]
+    reporters = reporter_tasks(plan)
     index = next((i for i, t in enumerate(reporters) if t.rank == me.rank), None)
     return TaskInfo(me.role, me.index, plan.count("ps"), len(reporters), index, source)
 

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from . import roles as roles_mod
 from .addresses import check_resolvable, parse_address_file, parse_policy
 from .errors import PlanError, UsageError, bad_value
 from .plan import ClusterPlan, build_plan
 from .slurm import SlurmStep, check_env, step_from_env
+
+if TYPE_CHECKING:
+    from .addresses import AddressPolicy, AutoChoice
+    from .compat import TaskInfo
 
 
 def roles_for(step: SlurmStep, tasks=None, ps: Optional[int] = None, placement: str = "first",
@@ -168,7 +172,8 @@ def noib_address(no_ib: Optional[bool], env: Optional[Mapping[str, str]] = None)
     return "hostname" if no_ib else "template:" + (env.get("TF_SLURM_IB_TEMPLATE") or DEFAULT_IB_TEMPLATE)
 
 
-def decide_address(policy, nodes: Sequence[str], env: Optional[Mapping[str, str]] = None):
+def decide_address(policy: AddressPolicy, nodes: Sequence[str],
+                   env: Optional[Mapping[str, str]] = None) -> AutoChoice:
     """Decide an 'auto' address policy for these nodes with the real resolver; log the choice once.
 
     The template is the policy's own ('auto:{host}-ib'), else TF_SLURM_IB_TEMPLATE, else '{host}-ib'.
@@ -186,7 +191,8 @@ def decide_address(policy, nodes: Sequence[str], env: Optional[Mapping[str, str]
     return choice
 
 
-def this_task(ps: Optional[int] = None, env: Optional[Mapping[str, str]] = None, who: str = "this hook"):
+def this_task(ps: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
+              who: str = "this hook") -> TaskInfo:
     """This task's place for hooks built with the original arguments (no worker index).
 
     From the plan GetServerDictionary made in this process, else TF_CONFIG, else the Slurm step

@@ -57,6 +57,11 @@ def decode_done(value: int) -> tuple:
     return (-value - 1, True) if value < 0 else (value, False)
 
 
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(bad_value(name, value, "an int >= 1"))
+
+
 def _check_counts(n_ps: int, n_workers: int, worker_index: Optional[int] = None,
                   names: Sequence[str] = ("n_ps", "n_workers")) -> None:
     for name, v in zip(names, (n_ps, n_workers)):
@@ -179,7 +184,7 @@ class QueueManagementHook(SessionHook):
         if worker_index is None or n_ps is None or n_workers is None:
             for name, v in ((ps_name, n_ps), (workers_name, n_workers)):  # bad counts before the lookup
                 if v is not None:
-                    _check_counts(v, v, names=(name, name))
+                    _check_count(name, v)
             from ..environment import this_task
 
             info = this_task(ps=n_ps, who="QueueManagementHook")

@@ -10,6 +10,7 @@ import logging
 import time
 from typing import Any, Optional
 
+from ..compat import fill_from_task, one_of
 from ..errors import TfSlurmError, UsageError, bad_value
 
 log = logging.getLogger(__name__)
@@ -135,8 +136,6 @@ class BarrierOnChiefHook(SessionHook):
         What is not given comes from this task's plan / TF_CONFIG / Slurm step (worker_index, and
         n_workers); is_chief defaults to worker_index == chief_task_index (default 0).
         """
-        from ..compat import fill_from_task, one_of
-
         n_workers, workers_name = one_of("n_workers", n_workers, "NumberOfWorkers", NumberOfWorkers)
         if n_workers is not None:
             _positive_int(workers_name, n_workers)
