@@ -7,6 +7,9 @@ Prints (median, min, max over the runs):
   worker's report had completed (its launch() returned).  Target <= 1 s.
 - killed-worker detection: the ps process's exit minus the SIGKILL of a training worker.
   Target <= 5 s (liveness_timeout=5).
+- under `tf-slurm exec` (via `tf-slurm local`, unmodified scripts of tests/unmodified/), for each
+  strategy: the step's end minus the exit of the last training task's command (the chief's, for
+  ParameterServerStrategy).  Target <= 2 s where no drain is needed.
 Figures, not pass/fail.  If bench/bench_shutdown_tf2.py exists, its `main()` runs afterwards
 (with its default arguments; `--no-tf2` skips it).
 """
@@ -108,6 +111,32 @@ def one_kill_run(tmp: Path) -> float:
         cleanup(procs)
 
 
+# strategy -> (roles, unmodified script and its arguments, ranks that train: the chief and the others)
+EXEC_CASES = {
+    "tf1": ("ps,worker,worker", ["tf1_ps_worker.py", "--steps", "300"], (1, 2)),
+    "pss": ("chief,ps,worker,worker", ["tf2_pss_fit.py"], (0,)),
+    "mwms": ("worker,worker", ["tf2_mwms_fit.py"], (0, 1)),
+}
+
+
+def one_exec_run(tmp: Path, strategy: str) -> float:
+    """`tf-slurm local` of an unmodified script: the step's end (the launcher's exit) minus the
+    moment the last training task's command exited (each stamped by a shell wrapper right after the
+    script's process ends).  (A TF1 non-chief that started before the chief initialised waits
+    TensorFlow's own recovery_wait_secs, 30 s, before it trains: that is the script's time, not ours.)"""
+    roles, args, trainers = EXEC_CASES[strategy]
+    stamp = tmp / f"exit-{time.time_ns()}"
+    wrapper = f'"$@"; s=$?; date +%s.%N > {stamp}.$SLURM_PROCID; exit $s'
+    argv = [sys.executable, "-m", "tf_for_slurm", "local", "-n", str(roles.count(",") + 1), "--tasks", roles, "--",
+            "sh", "-c", wrapper, "sh", sys.executable, str(ROOT / "tests" / "unmodified" / args[0]), *args[1:]]
+    env = {k: v for k, v in ENV.items() if k not in ("TF_CONFIG", "TF_USE_LEGACY_KERAS", "GRPC_POLL_STRATEGY")}
+    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+    ended = time.time()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{strategy}: the step failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return ended - max(float(Path(f"{stamp}.{rank}").read_text()) for rank in trainers)
+
+
 def summary(name: str, values: list, target: float) -> str:
     med = statistics.median(values)
     return (f"{name}: median {med:.3f} s (min {min(values):.3f}, max {max(values):.3f}, n={len(values)}); "
@@ -118,9 +147,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-tf2", action="store_true", help="skip bench_shutdown_tf2.py")
+    ap.add_argument("--exec-only", action="store_true", help="only the tf-slurm exec section")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        for strategy in EXEC_CASES:
+            ends = [one_exec_run(tmp, strategy) for _ in range(args.runs)]
+            print(summary(f"exec {strategy}: step end after the last training command exited (unmodified script)",
+                          ends, 2.0), flush=True)
+        if args.exec_only:
+            return
         clean = [one_clean_run(tmp) for _ in range(args.runs)]
         print(summary("TF1 ps exit latency after the last worker's report", clean, 1.0), flush=True)
         kill = [one_kill_run(tmp) for _ in range(args.runs)]
