@@ -362,3 +362,28 @@ def test_without_a_launcher_pss_servers_end_0_with_the_coordinator():
     codes = finish(start_step(4, body, marker, roles="chief,ps,worker,worker"), 15)
     assert codes == [0, 0, 0, 0]
     assert leftovers(marker) == []
+
+
+def test_runtime_launch_in_a_batch_script_without_srun_fails_at_once():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    env.update({"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "node[1-3]", "SLURM_TASKS_PER_NODE": "1(x3)",
+                "SLURM_NTASKS": "3", "SLURM_NODEID": "0", "SLURM_LOCALID": "0", "SLURM_PROCID": "0"})
+    code = ("import sys\nfrom tf_for_slurm.runtime import launch\nfrom tf_for_slurm.errors import TfSlurmError\n"
+            "try:\n    launch(lambda ctx: None)\nexcept TfSlurmError as e:\n"
+            "    print(e); print('tensorflow' in sys.modules); sys.exit(e.exit_code)\n")
+    r = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    message, tf_loaded = r.stdout.strip().splitlines()
+    assert "srun python train.py" in message and tf_loaded == "False"
+
+
+@pytest.mark.slurm
+def test_exec_in_a_real_batch_script_without_srun_fails_at_once(slurm_cluster, tmp_path):
+    out = tmp_path / "out"
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\nPYTHONPATH={ROOT} {PY} -m tf_for_slurm exec -- sleep 600\necho rc=$?\n")
+    job, info = slurm_cluster.sbatch_poll(["-N3", "-n3", "-o", str(out), str(script)], timeout=60)
+    text = out.read_text()
+    assert info["JobState"] == "COMPLETED", (info, text)
+    assert "rc=2" in text and "srun tf-slurm exec -- python train.py" in text
+    assert float(info.get("RunTime", "00:00:00").split(":")[-1]) < 30

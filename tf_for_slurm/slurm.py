@@ -302,7 +302,7 @@ def offline_step(nodelist: str, tasks_per_node: str, job_id: str = "0", step_id:
     return SlurmStep(job_id=str(job_id), step_id=str(step_id), nodes=nodes, tasks_per_node=counts, source="offline")
 
 
-def outside_step(env: Mapping[str, str]) -> Optional[str]:
+def outside_step(env: Mapping[str, str], example: str = "srun tf-slurm exec -- python train.py") -> Optional[str]:
     """A one-line reason when `env` is a job's batch script (no step) of more than one task, else None.
 
     Why: `tf-slurm exec` run by the batch script itself (srun forgotten) would plan the job's first
@@ -315,5 +315,4 @@ def outside_step(env: Mapping[str, str]) -> Optional[str]:
     if not ntasks.isdigit() or int(ntasks) <= 1:
         return None
     return (f"SLURM_NTASKS={ntasks} but no job step (SLURM_STEP_ID unset): this is the batch script of "
-            f"job {job}, not one of its {ntasks} tasks; launch them with srun, e.g. "
-            "`srun tf-slurm exec -- python train.py`")
+            f"job {job}, not one of its {ntasks} tasks; launch them with srun, e.g. `{example}`")

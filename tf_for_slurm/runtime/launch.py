@@ -273,7 +273,11 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
                             late_start_grace=late_start_grace)
     if plan is None:
         from .. import plan_from_env  # written alongside; imported lazily on purpose
+        from ..slurm import outside_step
 
+        reason = outside_step(os.environ, "srun python train.py")  # srun forgotten: fail now, never wait for peers
+        if reason:
+            raise UsageError(reason)
         plan = plan_from_env(tasks=tasks, ps=ps)
     elif tasks is not None or ps is not None:
         raise UsageError(bad_value("tasks/ps", (tasks, ps), "None when plan= is given"))
