@@ -1,0 +1,41 @@
+"""bench/bench_liveness.py runs end to end at a tiny size (so it cannot rot): no TensorFlow."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench" / "bench_liveness.py"
+
+
+@pytest.mark.timeout(120)
+def test_bench_liveness_tiny(tmp_path):
+    env = {**os.environ, "TF_SLURM_HEARTBEAT": "0.2", "TF_SLURM_SILENCE": "1", "TF_SLURM_KILL_GRACE": "1",
+           "PYTHONPATH": str(ROOT)}
+    figures = tmp_path / "figures.json"
+    proc = subprocess.run([sys.executable, str(BENCH), "--sizes", "20", "--reports", "200", "--wait", "1",
+                           "--unreachable", "0.1", "--sims", "2", "--report-sims", "2", "--report-timeout", "20",
+                           "--json", str(figures)],
+                          env=env, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    for label in ("waiting: hub CPU, % of one core", "waiting: hub connects/s", "killed task: first `end` after",
+                  "dead node: first `end` after last heartbeat", "200 simultaneous done reports", "all taken"):
+        assert label in out, out
+    assert "import tensorflow" not in BENCH.read_text()
+
+    data = json.loads(figures.read_text())
+    size = data["sizes"][0]
+    assert size["join"]["joined"] == 19 - size["absent"] and size["absent"] == 1
+    assert size["connects_per_s"] == 0  # nobody reconnects while waiting
+    assert size["killed"]["ok"] and size["killed"]["first"] < 5  # every other task told `end 1`
+    assert size["killed"]["status"] == ["1"]
+    assert size["silent"]["ok"] and size["silent"]["first"] < 5  # silence 1 s: noticed by the 0.5 s tick
+    for case in ("killed", "silent"):  # the chief's own task ends too: the hub exits with the failure
+        assert size[case]["hub_exit"] is not None and size[case]["hub_exit"][0] == 1, size[case]
+    for rep in data["reports"]:
+        assert rep["acked"] == rep["of"] == 200, rep
