@@ -387,3 +387,16 @@ def test_exec_in_a_real_batch_script_without_srun_fails_at_once(slurm_cluster, t
     assert info["JobState"] == "COMPLETED", (info, text)
     assert "rc=2" in text and "srun tf-slurm exec -- python train.py" in text
     assert float(info.get("RunTime", "00:00:00").split(":")[-1]) < 30
+
+
+def test_per_rank_log_files_with_sruns_patterns(tmp_path):
+    r = local("-n", "3", "-N", "2", "--job-id", "4711", "--output", str(tmp_path / "train-%j-%t-%n-%N.log"), "--",
+              "sh", "-c", 'echo "out $SLURM_PROCID"; echo "err $SLURM_PROCID" >&2')
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    files = sorted(p.name for p in tmp_path.glob("train-*.log"))
+    assert files == ["train-4711-0-0-node1.log", "train-4711-1-0-node1.log", "train-4711-2-1-node2.log"]
+    for rank, name in enumerate(files):
+        assert (tmp_path / name).read_text().split("\n")[:2] == [f"out {rank}", f"err {rank}"]
+    bad = local("-n", "2", "--output", "x-%q.log", "--", "true")
+    assert bad.returncode == 2 and "--output='x-%q.log'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -162,6 +162,24 @@ def task_env(layout: Layout, rank: int, job_id: str, base: Mapping[str, str],
     return env
 
 
+def output_path(pattern: str, job_id: str, rank: int, node_index: int, node: str) -> str:
+    """srun's --output patterns: %j job id, %t task rank, %n node index, %N node name, %% a '%'."""
+    fields = {"j": job_id, "t": str(rank), "n": str(node_index), "N": node, "%": "%"}
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c != "%":
+            out.append(c)
+            i += 1
+            continue
+        key = pattern[i + 1:i + 2]
+        if key not in fields:
+            raise UsageError(bad_value("--output", pattern, "a file name pattern with %j, %t, %n, %N or %% only"))
+        out.append(fields[key])
+        i += 2
+    return "".join(out)
+
+
 def new_job_id() -> str:
     """A fresh numeric job id, so concurrent launches get different port windows."""
     return str(random.SystemRandom().randint(1_000_000, 9_999_999))
@@ -279,11 +297,13 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
            ps: Optional[int] = None, tasks: Optional[str] = None,
            base_env: Optional[Mapping[str, str]] = None, kill_grace: float = DEFAULT_KILL_GRACE,
            stdout: Optional[BinaryIO] = None, stderr: Optional[BinaryIO] = None,
-           under_exec: bool = True) -> int:
+           under_exec: bool = True, output: Optional[str] = None) -> int:
     """Run `command` as every task of the emulated step; return the first failing status (or 0).
 
     under_exec: run each task as `tf-slurm exec -- command` (TF_CONFIG, the supervisor), as
     `srun tf-slurm exec` would; False gives the command the Slurm variables only.
+    output: a per-task log file pattern in srun's form (%j job, %t rank, %n node index, %N node name)
+    instead of rank-prefixed lines on our own stdout/stderr.
     Signal forwarding is installed only when called from the main thread.
     """
     if not command:
@@ -293,6 +313,8 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
     elif not str(job_id).isdigit():
         raise UsageError(bad_value("--job-id", job_id, "a numeric Slurm job id like 12345"))
     check_roles(layout.ntasks, ps, tasks)
+    if output is not None:
+        output_path(output, "0", 0, 0, layout.nodes[0])  # a bad pattern fails before anything starts
     if kill_grace < 0:
         raise UsageError(bad_value("--kill-grace", kill_grace, "seconds >= 0"))
     base_env = os.environ if base_env is None else base_env
@@ -330,19 +352,29 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
                 break
             env = task_env(layout, rank, str(job_id), base_env, ps, tasks)
             env["TF_SLURM_LAUNCH_REPORT"] = step.report
+            log_file = None
             try:
+                if output is not None:
+                    node_index = layout.placement(rank)[0]
+                    path = output_path(output, str(job_id), rank, node_index, layout.nodes[node_index])
+                    log_file = open(path, "wb")
                 proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        stdout=log_file or subprocess.PIPE,
+                                        stderr=subprocess.STDOUT if log_file else subprocess.PIPE,
                                         start_new_session=True, preexec_fn=preexec)
             except OSError as exc:
                 step.first_failure = (rank, 127)
                 log.error("task %d: cannot run %r: %s: ending the other tasks", rank, command[0], exc.strerror)
                 step.terminate()
                 break
+            finally:
+                if log_file is not None:
+                    log_file.close()  # the task holds its own copy
             step.procs.append(proc)
-            prefix = f"{rank:>{width}}: ".encode()
-            prefixers.append(_Prefixer(proc.stdout, stdout, prefix, lock))
-            prefixers.append(_Prefixer(proc.stderr, stderr, prefix, lock))
+            if log_file is None:
+                prefix = f"{rank:>{width}}: ".encode()
+                prefixers.append(_Prefixer(proc.stdout, stdout, prefix, lock))
+                prefixers.append(_Prefixer(proc.stderr, stderr, prefix, lock))
         if step.signal_received is not None:  # a signal raced with the start of a task
             step.signal_all(step.signal_received)
         started = len(step.procs)
@@ -437,6 +469,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="numeric SLURM_JOB_ID to use (default: a fresh random one per launch)")
     parser.add_argument("--kill-grace", type=float, default=DEFAULT_KILL_GRACE, metavar="SECONDS",
                         help="seconds between SIGTERM and SIGKILL when ending tasks (default %(default)s)")
+    parser.add_argument("--output", "-o", default=None, metavar="PATTERN",
+                        help="write each task's output to its own file, e.g. 'train-%%j-%%t.log' (srun's %%j job, "
+                             "%%t rank, %%n node index, %%N node name)")
     parser.add_argument("--slurm-env-only", action="store_true",
                         help="give the tasks the Slurm variables only (default: each task runs under "
                              "`tf-slurm exec`, with TF_CONFIG and the supervisor)")
@@ -453,7 +488,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(bad_value("command", command, "a command after '--', e.g. -- python train.py"))
     layout = make_layout(args.ntasks, args.nodes, args.tasks_per_node)
     return launch(command, layout, job_id=args.job_id, ps=args.ps, tasks=args.tasks,
-                  kill_grace=args.kill_grace, under_exec=not args.slurm_env_only)
+                  kill_grace=args.kill_grace, under_exec=not args.slurm_env_only, output=args.output)
 
 
 def _standalone(argv: Optional[Sequence[str]] = None) -> int:
