@@ -478,6 +478,17 @@ def _exit_wait(timing) -> float:
     return 2 * timing.kill_grace + 2.0 + 5.0
 
 
+def _cpu_after(step: Step, before: float, exited) -> float:
+    """The hub's CPU seconds from its decision to its exit (its /proc entry outlives it until reaped:
+    nothing here waits for it before step.close())."""
+    if exited is None:
+        return None
+    try:
+        return _cpu_seconds(step.hub.pid) - before
+    except (OSError, IndexError):
+        return None
+
+
 def bench_size(n: int, args, timing) -> dict:
     fig = dict(size=n)
     hb = timing.heartbeat
@@ -508,6 +519,7 @@ def bench_size(n: int, args, timing) -> dict:
         box = _hub_exit_thread(step, timing.silence + _exit_wait(timing))
         want = step.joining - 1
         ok, sts = step.wait_for(lambda sts: _ends(sts)[0] >= want, timing.silence + 20, every=0.05)
+        cpu_decided = _cpu_seconds(step.hub.pid)
         count, first, last = _ends(sts)
         fig["silent"] = dict(ok=ok, told=count, of=want, first=first - last_hb if first else None,
                              all=last - last_hb if last else None,
@@ -515,6 +527,7 @@ def bench_size(n: int, args, timing) -> dict:
         box["thread"].join(timing.silence + _exit_wait(timing))
         ex = box.get("exit")
         fig["silent"]["hub_exit"] = (ex[0], ex[1] - last_hb) if ex else None
+        fig["silent"]["cpu_after"] = _cpu_after(step, cpu_decided, ex)
     finally:
         step.close()
     # -- run 2: join, one supervisor killed ----------------------------------------------------
@@ -531,6 +544,7 @@ def bench_size(n: int, args, timing) -> dict:
         t_kill = victim.ask(f"kill {rank}")["t0"]
         want = step.joining - 1
         ok, sts = step.wait_for(lambda sts: _ends(sts)[0] >= want, 30, every=0.05)
+        cpu_decided = _cpu_seconds(step.hub.pid)
         count, first, last = _ends(sts)
         fig["killed"] = dict(ok=ok, told=count, of=want, first=first - t_kill if first else None,
                              all=last - t_kill if last else None,
@@ -538,6 +552,7 @@ def bench_size(n: int, args, timing) -> dict:
         box["thread"].join(_exit_wait(timing))
         ex = box.get("exit")
         fig["killed"]["hub_exit"] = (ex[0], ex[1] - t_kill) if ex else None
+        fig["killed"]["cpu_after"] = _cpu_after(step, cpu_decided, ex)
     finally:
         step.close()
     return fig
@@ -641,12 +656,14 @@ def report(sizes, reports, timing, args) -> bool:
                                             for f in sizes])
     row("killed task: chief's task ended after (status)", [_exit_cell(f["killed"], wait) for f in sizes],
         "<= 10 s", [_exit_ok(f["killed"]) for f in sizes])
+    row("killed task: hub CPU from decision to exit", [_s(f["killed"].get("cpu_after")) for f in sizes])
     row("dead node: first `end` after last heartbeat", [_s(f["silent"]["first"]) for f in sizes], "<= 15 s",
         [f["silent"]["first"] is not None and f["silent"]["first"] <= 15 for f in sizes])
     row("dead node: every task told after", [_s(f["silent"]["all"]) for f in sizes], "",
         [f["silent"]["ok"] for f in sizes])
     row("dead node: chief's task ended after (status)", [_exit_cell(f["silent"], wait) for f in sizes],
         "<= 10 s", [_exit_ok(f["silent"]) for f in sizes])
+    row("dead node: hub CPU from decision to exit", [_s(f["silent"].get("cpu_after")) for f in sizes])
     for rep in reports:
         what = "chief done first (draining)" if rep["chief_done"] else "chief still running"
         print()
