@@ -115,13 +115,14 @@ def hub_main(argv) -> int:
 # a simulator process: many spokes' connections in one selectors loop
 # ---------------------------------------------------------------------------------------------
 class _SimConn:
-    __slots__ = ("rank", "sock", "inbuf", "connecting", "joined", "silent", "done", "last_hb")
+    __slots__ = ("rank", "sock", "inbuf", "connecting", "joined", "silent", "done", "last_hb", "heartbeat")
 
     def __init__(self, rank: int, sock: socket.socket):
         self.rank, self.sock, self.inbuf = rank, sock, b""
         self.connecting = True
         self.joined = self.silent = self.done = False  # done: exit/bye sent or end received: no more hb
         self.last_hb = 0.0
+        self.heartbeat = 2.0  # replaced by the interval the hub asks for in its `ok`
 
 
 def sim_main(argv) -> int:
@@ -158,6 +159,7 @@ def sim_main(argv) -> int:
             retry.append((time.monotonic() + 0.05, rank))
             return
         c = _SimConn(rank, s)
+        c.heartbeat = a.heartbeat
         conns[rank] = c
         sel.register(s, selectors.EVENT_WRITE, c)
 
@@ -201,13 +203,15 @@ def sim_main(argv) -> int:
         *lines, c.inbuf = (c.inbuf + data).split(b"\n")
         for line in lines:
             parts = line.decode().split()
-            if parts == ["ok"]:
+            if parts[:1] == ["ok"]:  # `ok <heartbeat seconds>`: the interval the hub asks for
+                if len(parts) == 2:
+                    c.heartbeat = float(parts[1])
                 c.joined = True
                 c.last_hb = now
                 st["ok"] += 1
                 st["t_ok_first"] = st["t_ok_first"] or now
                 st["t_ok_last"] = now
-                beats.append((now + a.heartbeat, c.rank))
+                beats.append((now + c.heartbeat, c.rank))
             elif parts[:1] == ["end"]:
                 if c.silent:  # a dead node hears nothing and says nothing
                     st["silent_ends"] += 1
@@ -267,7 +271,7 @@ def sim_main(argv) -> int:
             send(c, "hb")
             st["hb"] += 1
             c.last_hb = now
-            beats.append((now + a.heartbeat, rank))
+            beats.append((now + c.heartbeat, rank))
         while retry and retry[0][0] <= now:
             connect(retry.popleft()[1])
         if exit_at is not None and now >= exit_at:
@@ -623,7 +627,8 @@ def report(sizes, reports, timing, args) -> bool:
     met = True
     wait = _exit_wait(timing)
     print()
-    print(f"liveness figures (heartbeat {timing.heartbeat:g} s, silence {timing.silence:g} s, "
+    print(f"liveness figures (heartbeat {timing.heartbeat:g} s, longer in large steps: the hub asks for "
+          f"max(heartbeat, tasks/1000 s) up to silence/3; silence {timing.silence:g} s, "
           f"wait window {args.wait:g} s, {args.unreachable:.0%} of tasks unreachable; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
     head = f"{'':44}" + "".join(f"{f['size']:>13,}" for f in sizes) + "   target"

@@ -15,7 +15,7 @@ missed heartbeat (and TCP keepalive on both sides); a dead hub is an error on th
 
 Wire protocol, one ASCII line per message:
   spoke -> hub: ``hello <rank> <job>.<step>``, ``hb``, ``exit <status>``, ``bye <status>``
-  hub -> spoke: ``ok``, ``error <reason>``, ``end <status>``, ``ack`` (for exit/bye)
+  hub -> spoke: ``ok <heartbeat seconds>``, ``error <reason>``, ``end <status> <why>``, ``ack`` (for exit/bye)
 """
 
 from __future__ import annotations
@@ -77,6 +77,16 @@ class Timing:
             raise UsageError(bad_value("TF_SLURM_SILENCE", values["silence"],
                                        f"more seconds than TF_SLURM_HEARTBEAT ({values['heartbeat']:g})"))
         return cls(**values)
+
+
+MAX_HEARTBEATS_PER_SECOND = 1000  # what the hub should receive, whatever the step's size
+
+
+def heartbeat_interval(tasks: int, timing: "Timing") -> float:
+    """Seconds between a spoke's heartbeats: the configured value, longer for large steps (the
+    hub then receives about MAX_HEARTBEATS_PER_SECOND), but at most a third of `silence`, so
+    two lost heartbeats never look like a dead node."""
+    return round(min(max(timing.heartbeat, tasks / MAX_HEARTBEATS_PER_SECOND), timing.silence / 3), 3)
 
 
 def exit_status(returncode: int) -> int:
@@ -141,6 +151,7 @@ class Child:
 
     def _wait(self) -> None:
         code = self.proc.wait()
+        self.kill_at = None
         self.status = exit_status(code)
         self._wake.poke()
 
@@ -200,7 +211,9 @@ class _Signals:
 
 
 def _keepalive(sock: socket.socket, timing: Timing) -> None:
-    """Let the kernel notice a peer whose node is gone (no process of ours spends CPU on it)."""
+    """On a spoke's connection: let the kernel notice a hub whose node is gone (unacknowledged
+    heartbeats time out after `silence`; idle, keepalive probes do).  The hub needs none: a
+    spoke's silence is what it watches, and 16k connections probed at once swamp loopback."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     for name, value in (("TCP_KEEPIDLE", max(1, int(timing.silence / 2))), ("TCP_KEEPINTVL", 1),
                         ("TCP_KEEPCNT", max(1, int(timing.silence / 2))),
@@ -324,6 +337,8 @@ class Hub:
         self.accepted = 0  # connections accepted (one per task: the benchmark checks it)
         self._failure_noted = False
         self.child: Optional[Child] = None
+        self.watch: Optional[StepWatch] = None
+        self.heartbeat = heartbeat_interval(plan.size, timing)
 
     def run(self) -> int:
         plan, timing = self.plan, self.timing
@@ -336,6 +351,7 @@ class Hub:
         watch = StepWatch(self.roles, [t.rank for t in plan.tasks], self.names, local_rank=plan.my_rank,
                           now=time.monotonic(), drain=timing.drain, silence=timing.silence,
                           connect_grace=timing.connect_grace, end_grace=timing.kill_grace + 2.0)
+        self.watch = watch
         log.info("supervising %d tasks from %s, port %d", plan.size, self.names[plan.my_rank], plan.me.aux_port)
         child_reported = False
         try:
@@ -391,7 +407,7 @@ class Hub:
         return watch.status
 
     def _kill_time(self, child: Optional[Child], now: float) -> float:
-        if child is not None and child.kill_at is not None:
+        if child is not None and child.status is None and child.kill_at is not None:
             return child.kill_at
         return now + 0.5
 
@@ -416,7 +432,7 @@ class Hub:
                 return
             self.accepted += 1
             sock.setblocking(False)
-            _keepalive(sock, self.timing)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sel.register(sock, selectors.EVENT_READ, _Conn(sock))
 
     def _drop(self, conn: _Conn, sel: selectors.BaseSelector) -> None:
@@ -450,7 +466,7 @@ class Hub:
                     return
                 conn.rank = int(parts[1])
                 self.conns[conn.rank] = conn
-                conn.send("ok")
+                conn.send(f"ok {self.heartbeat:g}")
                 log.debug("%s joined", self.names[conn.rank])
                 self._apply(watch.join(conn.rank, now))
                 continue
@@ -480,6 +496,12 @@ class Hub:
             return "duplicate-task"
         return None
 
+    def _reason(self, status: int) -> str:
+        """One line for the ended task's log: why the step ends (ASCII, no newline)."""
+        failure = self.watch.failure if self.watch is not None else None
+        text = failure.reason if failure is not None and status != 0 else "training is over"
+        return text.encode("ascii", "replace").decode()[:200]
+
     def _apply(self, actions: List[End]) -> None:
         for action in actions:
             for rank in action.ranks:
@@ -489,7 +511,7 @@ class Hub:
                     continue
                 conn = self.conns.get(rank)
                 if conn is not None:
-                    conn.send(f"end {action.status}")
+                    conn.send(f"end {action.status} {self._reason(action.status)}")
 
 
 class Spoke:
@@ -503,6 +525,7 @@ class Spoke:
             raise PlanError(f"aux_port of the chief {hub_task.role}:{hub_task.index} is None: expected a second "
                             "port for the step's supervisor; reserve 2 ports per task or set TF_SLURM_BASE_PORT")
         self.hello = f"hello {plan.my_rank} {plan.job_id}.{plan.step_id}"
+        self.heartbeat = timing.heartbeat  # the hub may ask for a longer interval in its `ok`
         self.hub_name = (f"the step's supervisor on {hub_task.role} {hub_task.index} "
                          f"({hub_task.host}:{hub_task.aux_port})")
         # connection state
@@ -557,7 +580,7 @@ class Spoke:
                     if self.joined and self.conn is not None and status is None and now >= next_hb:
                         if not self.conn.send("hb"):
                             self._lose(sel, child, "the connection failed")
-                        next_hb = now + timing.heartbeat
+                        next_hb = now + self.heartbeat
                     deadlines = [now + 1.0, next_hb if self.joined else now + 1.0]
                     if self.conn is None and self.connecting is None and not self.given_up:
                         deadlines.append(self.next_try)
@@ -576,7 +599,7 @@ class Spoke:
                                 next_hb = float("inf")
                         elif key.data == "conn":
                             if self._read(sel, child):
-                                next_hb = time.monotonic() + timing.heartbeat
+                                next_hb = time.monotonic() + self.heartbeat
         finally:
             if child is not None:
                 child.reap_group()
@@ -701,12 +724,19 @@ class Spoke:
         accepted = False
         for line in lines:
             parts = line.split()
-            if parts == ["ok"]:
+            if parts[:1] == ["ok"]:
                 self.joined = accepted = True
-            elif len(parts) == 2 and parts[0] == "end" and parts[1].lstrip("-").isdigit():
+                if len(parts) == 2:
+                    try:
+                        self.heartbeat = min(max(float(parts[1]), 0.05), self.timing.silence / 2)
+                    except ValueError:
+                        pass
+            elif len(parts) >= 2 and parts[0] == "end" and parts[1].lstrip("-").isdigit():
                 if self.told is None and not self.lost:
                     self.told = int(parts[1])
-                    log.info("told to end (step status %d)", self.told)
+                    why = line.split(None, 2)[2] if len(parts) > 2 else ""
+                    log.log(logging.INFO if self.told == 0 else logging.ERROR,
+                            "ending this task: %s (step status %d)", why or "told by the step's supervisor", self.told)
                     if child is not None:
                         child.end(self.timing.kill_grace)
             elif parts == ["ack"]:

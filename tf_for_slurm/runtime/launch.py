@@ -16,6 +16,14 @@
 
 Who is chief: the task with role 'chief' when the plan has one; otherwise worker 0 (the seeds'
 `is_chief = task_index == 0`).  Exactly one task has `ctx.is_chief`.
+
+Liveness: inside a Slurm step of several tasks, `launch` first re-executes the program under
+`tf-slurm exec` (one `os.execv` before any server starts; `supervise=False` or
+TF_SLURM_SUPERVISE=0 to opt out), so the step has the same event-driven supervisor as any exec'd
+script: a dead or failed task ends every task within seconds, and nothing polls ports.  Under
+that supervisor the ps wait only reads its done queue and workers run no ps watchdog.  Without a
+Slurm step (plans built by hand or over MPI outside srun), the ps probes the workers' ports and
+each worker watches the ps, as before.
 """
 
 from __future__ import annotations
@@ -258,13 +266,51 @@ def _check_launch_arguments(plan: object, **seconds: Any) -> None:
             raise UsageError(bad_value(name, value, "a number of seconds > 0"))
 
 
+def _always_up(_host: str, _port: int, _timeout: float) -> bool:
+    return True
+
+
+def _under_exec(env) -> bool:
+    """True when this process is the command of a `tf-slurm exec` supervisor of this very task."""
+    from ..task_exec import SUPERVISED, step_tag
+
+    return bool(env.get(SUPERVISED)) and env.get(SUPERVISED) == step_tag(env)
+
+
+def _can_supervise(plan: ClusterPlan, env) -> bool:
+    """Inside a Slurm step of several tasks (what `tf-slurm exec` plans from), unless opted out."""
+    if env.get("TF_SLURM_SUPERVISE", "").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    in_step = bool(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID"))
+    ntasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or ""
+    return (in_step and plan.size > 1 and ntasks.isdigit() and int(ntasks) == plan.size
+            and env.get("SLURM_PROCID") is not None and plan.my_rank is not None)
+
+
+def _reexec_under_exec(plan: ClusterPlan) -> None:
+    """Replace this process by `tf-slurm exec -- <this program>` with the plan's roles."""
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    command = [sys.executable, *argv[1:]]
+    exec_argv = [sys.executable, "-m", "tf_for_slurm", "exec", "--tasks", ",".join(t.role for t in plan.tasks)]
+    address = dict(plan.details).get("address_policy")
+    if address:
+        exec_argv += ["--address", address]
+    log.info("re-running this task under tf-slurm exec (the step's supervisor): %s", " ".join(command))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os.execv(sys.executable, exec_argv + ["--", *command])
+
+
 def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[str]] = None,
            ps: Optional[int] = None, plan: Optional[ClusterPlan] = None,
            gpu_memory_fraction: Optional[float] = None, liveness_timeout: float = 5.0,
            startup_grace: float = 120.0, timeout: Optional[float] = None, barrier: bool = False,
            barrier_timeout: float = 300.0, print_every_n_steps: Optional[int] = None,
            report_timeout: float = 30.0, ps_fast_exit: bool = True, watch_ps: bool = True,
-           late_start_grace: float = 30.0) -> int:
+           late_start_grace: float = 30.0, supervise: bool = True) -> int:
     """Run this task's part of the cluster; return its exit status (callers `sys.exit` it)."""
     if not callable(train_fn):
         raise UsageError(bad_value("train_fn", train_fn, "a callable taking a TrainContext"))
@@ -281,14 +327,21 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         plan = plan_from_env(tasks=tasks, ps=ps)
     elif tasks is not None or ps is not None:
         raise UsageError(bad_value("tasks/ps", (tasks, ps), "None when plan= is given"))
+    if not isinstance(supervise, bool):
+        raise UsageError(bad_value("supervise", supervise, "True or False"))
+    supervised = _under_exec(os.environ)
+    if supervise and not supervised and _can_supervise(plan, os.environ):
+        _reexec_under_exec(plan)  # does not return
     me = plan.me
     if me.role != "evaluator":
         chief_of(plan)  # reject plans without worker/chief before starting anything
     server = start_server(plan, gpu_memory_fraction=gpu_memory_fraction)
     if me.role == "ps":
+        # under exec the supervisor ends this ps when a worker is lost: only the done queue is read here
         status = wait_for_workers(server, plan, liveness_timeout=liveness_timeout,
                                   startup_grace=startup_grace, timeout=timeout,
-                                  late_start_grace=late_start_grace)
+                                  late_start_grace=late_start_grace,
+                                  probe=_always_up if supervised else port_accepts)
         if ps_fast_exit:
             _fast_exit(status, "ps")
         return status
@@ -298,7 +351,8 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         return 0
     idx = reporter_index(plan)
     report = dict(device_filters=device_filters(plan), timeout_s=report_timeout)
-    watchdog = _PsWatchdog(plan.tasks_with_role("ps"), liveness_timeout, startup_grace) if watch_ps else None
+    watch = watch_ps and not supervised  # under exec, the supervisor ends this task if a ps dies
+    watchdog = _PsWatchdog(plan.tasks_with_role("ps"), liveness_timeout, startup_grace) if watch else None
     try:
         if watchdog is None:
             train_fn(ctx)
