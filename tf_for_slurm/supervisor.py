@@ -235,16 +235,24 @@ class _Conn:
         self.inbuf = b""
         self.outbuf = b""
         self.rank: Optional[int] = None
+        self.pending_eof = False  # the peer closed: handle what it sent first, then the close
 
     def read_lines(self) -> Optional[List[str]]:
         """Lines available now; None at EOF or error."""
-        try:
-            data = self.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return []
-        except OSError:
-            return None
-        if not data:
+        if self.pending_eof:
+            data = b""
+        else:
+            try:
+                data = self.sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                data = None
+            except OSError:
+                return None
+            if data == b"":
+                self.pending_eof = True
+        if data is None:
+            data = b""
+        elif not data and not self.inbuf:
             return None
         self.inbuf += data
         *lines, self.inbuf = self.inbuf.split(b"\n")
@@ -369,13 +377,19 @@ class Hub:
                 while True:
                     now = time.monotonic()
                     timeout = max(0.0, min(next_tick, self._kill_time(child, now)) - now)
-                    for key, _mask in sel.select(timeout):
-                        if key.data == "listen":
+                    events = sel.select(timeout)
+                    now = time.monotonic()  # one clock read per batch: heartbeats are most events
+                    heard = watch.heard
+                    for key, _mask in events:
+                        conn = key.data
+                        if conn == "listen":
                             self._accept(server, sel)
-                        elif key.data == "wake":
+                        elif conn == "wake":
                             wake.drain()
+                        elif conn.rank is not None and not conn.inbuf and self._heartbeat_only(conn):
+                            heard[conn.rank] = now  # the common case, kept cheap
                         else:
-                            self._serve(key.data, sel, watch)
+                            self._serve(conn, sel, watch)
                     now = time.monotonic()
                     if child is not None and child.status is not None and not child_reported:
                         child_reported = True
@@ -443,6 +457,24 @@ class Hub:
         conn.sock.close()
         if conn.rank is not None and self.conns.get(conn.rank) is conn:
             del self.conns[conn.rank]
+
+    @staticmethod
+    def _heartbeat_only(conn: _Conn) -> bool:
+        """Read what is waiting; True when it was only heartbeats (else it is left in conn.inbuf
+        for _serve, or the connection is marked for it)."""
+        try:
+            data = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            conn.pending_eof = True
+            return False
+        if data and data.count(b"hb\n") * 3 == len(data):
+            return True
+        if not data:
+            conn.pending_eof = True
+        conn.inbuf += data
+        return False
 
     def _serve(self, conn: _Conn, sel: selectors.BaseSelector, watch: StepWatch) -> None:
         lines = conn.read_lines()
