@@ -186,7 +186,8 @@ def test_under_srun_each_script_ends_0(slurm_cluster, tmp_path, case):
 
 @pytest.mark.slurm
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case,victim", [("tf1", 0), ("pss", 2), ("mwms", 1)])
+@pytest.mark.parametrize("case,victim", [("tf1", 0), ("tf1", 2), ("pss", 0), ("pss", 1), ("pss", 2), ("mwms", 1),
+                                         ("eval", 2)])
 def test_under_srun_without_kill_on_bad_exit_a_killed_task_ends_the_step(slurm_cluster, tmp_path, case, victim):
     roles, _, long_args, ready = CASES[case]
     rc, out, took = run_step(srun_argv(case, long_args, tmp_path / "model"), tmp_path / "log",
