@@ -400,3 +400,59 @@ def test_per_rank_log_files_with_sruns_patterns(tmp_path):
         assert (tmp_path / name).read_text().split("\n")[:2] == [f"out {rank}", f"err {rank}"]
     bad = local("-n", "2", "--output", "x-%q.log", "--", "true")
     assert bad.returncode == 2 and "--output='x-%q.log'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_spoke_waiting_for_an_unanswered_report_does_not_spin():
+    """A hub that accepts the task but never acknowledges its exit: the spoke waits report_wait
+    seconds for the ack, asleep (a busy loop here once burnt a core)."""
+    import socket
+    import threading
+
+    from tf_for_slurm.environment import plan_from_env
+    from tf_for_slurm.errors import TfSlurmError
+    from tf_for_slurm.ports import ensure_bindable
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TF_SLURM"))}
+    # task 1 of 2 (worker 1, a spoke); the fake hub listens on rank 0's auxiliary port
+    env.update(step_env("localhost", "2", slot=1, TF_SLURM_PS="0", TF_SLURM_REPORT_WAIT="3",
+                        TF_SLURM_ADDRESS="template:127.0.0.1", TF_SLURM_PORT_SCOPE="step"))
+    for base in range(21000 + os.getpid() % 500 * 8, 32000, 97):  # below the ephemeral range
+        env["TF_SLURM_BASE_PORT"] = str(base)
+        plan = plan_from_env(env, check=False)
+        try:
+            hub = socket.create_server(("127.0.0.1", plan.tasks[0].aux_port))
+        except OSError:
+            continue
+        try:
+            ensure_bindable(plan.tasks[1].port, "the spoke's TensorFlow port")
+            break
+        except TfSlurmError:
+            hub.close()
+    got = []
+
+    def serve():
+        conn, _ = hub.accept()
+        with conn:
+            buf = b""
+            while b"exit" not in buf:
+                data = conn.recv(4096)
+                if not data:
+                    return
+                buf += data
+                if b"hello" in buf and b"ok" not in b"".join(got):
+                    conn.sendall(b"ok 0.2\n")
+                    got.append(b"ok")
+            got.append(buf)
+            time.sleep(5)
+
+    threading.Thread(target=serve, daemon=True).start()
+    proc = subprocess.Popen([PY, "-m", "tf_for_slurm", "exec", "--", "sleep", "0.3"], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    t0 = time.monotonic()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    took = time.monotonic() - t0
+    hub.close()
+    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read().decode()
+    assert 2.5 < took < 8, took
+    assert usage.ru_utime + usage.ru_stime < 1.0, usage  # asleep while waiting, not spinning
+    assert got and b"exit 0" in got[-1]

@@ -362,6 +362,7 @@ class Hub:
         self.watch = watch
         log.info("supervising %d tasks from %s, port %d", plan.size, self.names[plan.my_rank], plan.me.aux_port)
         child_reported = False
+        child: Optional[Child] = None
         try:
             with _Signals(wake) as sigs:
                 try:
@@ -613,7 +614,9 @@ class Spoke:
                         if not self.conn.send("hb"):
                             self._lose(sel, child, "the connection failed")
                         next_hb = now + self.heartbeat
-                    deadlines = [now + 1.0, next_hb if self.joined else now + 1.0]
+                    deadlines = [now + 1.0]
+                    if self.joined and status is None:
+                        deadlines.append(next_hb)
                     if self.conn is None and self.connecting is None and not self.given_up:
                         deadlines.append(self.next_try)
                     if self.connecting is not None:
@@ -627,8 +630,6 @@ class Spoke:
                             wake.drain()
                         elif key.data == "connecting":
                             self._connected(sel)
-                            if self.joined is False and self.conn is not None:
-                                next_hb = float("inf")
                         elif key.data == "conn":
                             if self._read(sel, child):
                                 next_hb = time.monotonic() + self.heartbeat
