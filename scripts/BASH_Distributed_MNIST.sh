@@ -23,7 +23,7 @@ IB="${IB:-auto}"                        # auto: <node>-ib (or TF_SLURM_IB_TEMPLA
                                         # they resolve for every node, else host names; IB / NoIB force
 NUM_PS="${NUM_PS:-1}"                   # parameter servers (the first tasks); workers = tasks - NUM_PS
 LOG_LEVEL="${LOG_LEVEL:-INFO}"          # tf_for_slurm logging: DEBUG INFO WARNING ERROR
-PS_LOG_LEVEL="${PS_LOG_LEVEL:-WARNING}" # ps sidecar logging level (psSidecarLoggingLevel)
+PS_LOG_LEVEL="${PS_LOG_LEVEL:-WARNING}" # supervisor logging level (psSidecarLoggingLevel)
 DATA_DIR="${DATA_DIR:-$HOME/data/mnist}"           # MNIST IDX files (.gz or plain)
 DOWNLOAD="${DOWNLOAD:-0}"                          # 1: fetch MNIST into DATA_DIR first (needs internet)
 MODEL_DIR="${MODEL_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/runs/mnist_distributed}"  # checkpoints; reuse to resume

@@ -6,7 +6,7 @@
 #
 # Every task runs `tf-slurm exec -- $PYTHON my_train.py ARGS`, which exports TF_CONFIG (and
 # TF_SLURM_* variables) for that task: the first NUM_PS tasks are "ps", the others "worker".
-# A ps whose script ends in server.join() is ended cleanly by tf-slurm's sidecar once every worker
+# A ps whose script ends in server.join() is ended cleanly by tf-slurm exec's supervisor once every worker
 # finished (exit 0), or as soon as one fails or dies (the job then FAILS: srun --kill-on-bad-exit=1).
 # Scripts that make their ps exit on their own (done-queue) work the same way.
 #
@@ -25,7 +25,7 @@ IB="${IB:-auto}"                        # auto: <node>-ib (or TF_SLURM_IB_TEMPLA
 NUM_PS="${NUM_PS:-1}"                   # parameter servers: the first NUM_PS tasks (0: workers only,
                                         # e.g. MultiWorkerMirroredStrategy)
 LOG_LEVEL="${LOG_LEVEL:-INFO}"          # tf_for_slurm logging: DEBUG INFO WARNING ERROR
-PS_LOG_LEVEL="${PS_LOG_LEVEL:-WARNING}" # ps sidecar logging level
+PS_LOG_LEVEL="${PS_LOG_LEVEL:-WARNING}" # supervisor logging level (psSidecarLoggingLevel)
 DATA_DIR="${DATA_DIR:-$HOME/data}"      # exported for your script (and usable in TRAIN_ARGS)
 MODEL_DIR="${MODEL_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/runs/tf_job}"   # exported; reuse it to resume
 ITERATIONS="${ITERATIONS:-1000}"        # exported

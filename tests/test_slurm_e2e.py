@@ -211,7 +211,7 @@ def test_exec_unmodified_script_completes(slurm_cluster, tmp_path):
     assert proc.returncode == 0, out[-4000:]
     done = [float(t) for t in re.findall(r"worker \d+ done at ([0-9.]+)", out)]
     assert len(done) == 3, out[-4000:]
-    # the ps (in server.join()) was ended by the sidecar: the step ended shortly after the workers
+    # the ps (in server.join()) was ended by the supervisor: the step ended shortly after the workers
     assert ended - max(done) < 10.0, (ended - max(done), out[-3000:])
 
 

@@ -1,7 +1,7 @@
 """The cluster plan: every task of the step with its role, index, address and GPUs.
 
 Built by `build_plan` from a `SlurmStep` (see slurm.py); everything downstream (CLI, runtime,
-launcher, sidecar) reads only this object.
+launcher, supervisor) reads only this object.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Task(NamedTuple):
     index: int  # task index within its role
     host: str  # host part of the address (node name, IB name or IP)
     port: int  # TensorFlow server port
-    aux_port: Optional[int] = None  # second collision-free port (ps sidecar), when available
+    aux_port: Optional[int] = None  # second collision-free port (the chief's: the exec supervisors' hub), when available
     gpus: tuple = ()  # GPU ids Slurm gave this task's node (known only on the task's own node)
 
     @property

@@ -6,7 +6,7 @@ when present; otherwise a window derived from the job and step id.
 The window lies in 20000-32767, below Linux's default ephemeral range (32768-60999), so outgoing
 connections never squat on it.  The range is cut into blocks of B ports, B the smallest power of
 two >= 2 x (tasks per host) and at least 16 (each task gets a TensorFlow port and an auxiliary
-port, used by the ps sidecar).  A step takes block (job_id + 7919 x step_id) mod nblocks.
+port: the chief's is where the exec supervisors meet).  A step takes block (job_id + 7919 x step_id) mod nblocks.
 Collision odds: two steps on one host collide only if they map to the same block; consecutive
 job ids never do until nblocks jobs apart (798 blocks for up to 8 tasks per host), and two
 unrelated jobs collide with probability 1/nblocks (about 0.13% with 8 tasks per host).
