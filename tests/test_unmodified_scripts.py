@@ -195,3 +195,18 @@ def test_under_srun_without_kill_on_bad_exit_a_killed_task_ends_the_step(slurm_c
                              script=long_args[0], ready=ready)
     assert rc != 0, out[-3000:]
     assert took < 10, (took, out[-3000:])
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_whose_training_raises_ends_a_local_step_within_5s_every_time(tmp_path):
+    script = Path(__file__).resolve().parent / "launcher_tasks" / "raising_worker.py"
+    for run in range(3):
+        argv = [PY, "-m", "tf_for_slurm", "local", "-n", "3", "--", PY, str(script)]
+        rc, out, _ = run_step(argv, tmp_path / f"log{run}", timeout=150)
+        ended = time.time()
+        raised = [float(t) for t in re.findall(r"raising at ([0-9.]+)", out)]
+        assert rc == 1 and raised, out[-3000:]
+        print(f"run {run}: step ended {ended - raised[0]:.2f} s after the raise")
+        assert ended - raised[0] <= 5.0, (run, ended - raised[0], out[-2000:])
+        assert "task 2 exited with status 1" in out, out[-3000:]
+        assert command_pids("raising_worker.py", 0) == [] and command_pids("raising_worker.py", 1) == []
