@@ -113,6 +113,7 @@ trap 'rm -f "$srun_log"' EXIT
 status=0
 srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
+    "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" --sidecar-log-level "$PS_LOG_LEVEL" -- \
     "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" 2> >(tee "$srun_log" >&2) || status=$?
 [[ -z "${!:-}" ]] || wait "$!" 2>/dev/null || true   # the tee: srun's last lines are in the file
 echo "job $SLURM_JOB_ID: srun exit status $status"

@@ -197,7 +197,8 @@ def test_launch_job_ids_are_fresh_unless_given():
     code = "import os; print(os.environ['SLURM_JOB_ID'])"
     ids = set()
     for _ in range(2):
-        res = run_local("-n", "2", "--", PY, "-c", code)
+        # Slurm variables only: under exec the ps (a server) may be ended before it prints
+        res = run_local("-n", "2", "--slurm-env-only", "--", PY, "-c", code)
         assert res.returncode == 0, res.stderr
         per_rank = parse_prefixed(res.stdout)
         assert per_rank[0] == per_rank[1] and per_rank[0][0].isdigit()

@@ -71,7 +71,8 @@ def test_template_default_ib_auto_uses_resolvable_infiniband_names(slurm_cluster
     assert "IB=auto" in log
     chosen = re.findall(r"^(\d): .*address policy template:\{host\}-ib \(auto: the InfiniBand names of all 3 "
                         r"node\(s\) resolve: node1-ib, node2-ib, node3-ib", log, re.M)
-    assert sorted(chosen) == ["0", "1", "2"], log[-4000:]  # the same decision, logged once by every task
+    # the same decision in every task (logged by its exec supervisor's plan and by the example's)
+    assert sorted(set(chosen)) == ["0", "1", "2"], log[-4000:]
     assert re.search(r"cluster \{'ps': \['node1-ib:\d+'\], 'worker': \['node2-ib:\d+', 'node3-ib:\d+'\]", log)
     assert "all 2 workers reported done; exiting cleanly (status 0)" in log
 
@@ -83,7 +84,7 @@ def test_template_default_ib_auto_falls_back_to_host_names(slurm_cluster, tmp_pa
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", log[-4000:]
     chosen = re.findall(r"^(\d): .*address policy hostname \(auto: InfiniBand name 'node1-nosuchib' of node node1 "
                         r"does not resolve, so host names for all 3 node\(s\)", log, re.M)
-    assert sorted(chosen) == ["0", "1", "2"], log[-4000:]
+    assert sorted(set(chosen)) == ["0", "1", "2"], log[-4000:]
     assert re.search(r"cluster \{'ps': \['node1:\d+'\], 'worker': \['node2:\d+', 'node3:\d+'\]", log)
     assert "all 2 workers reported done; exiting cleanly (status 0)" in log
 
