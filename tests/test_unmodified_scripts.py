@@ -186,8 +186,7 @@ def test_under_srun_each_script_ends_0(slurm_cluster, tmp_path, case):
 
 @pytest.mark.slurm
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case,victim", [("tf1", 0), ("tf1", 2), ("pss", 0), ("pss", 1), ("pss", 2), ("mwms", 1),
-                                         ("eval", 2)])
+@pytest.mark.parametrize("case,victim", [("tf1", 0), ("pss", 0), ("mwms", 1), ("eval", 2)])
 def test_under_srun_without_kill_on_bad_exit_a_killed_task_ends_the_step(slurm_cluster, tmp_path, case, victim):
     roles, _, long_args, ready = CASES[case]
     rc, out, took = run_step(srun_argv(case, long_args, tmp_path / "model"), tmp_path / "log",
@@ -208,5 +207,5 @@ def test_a_worker_whose_training_raises_ends_a_local_step_within_5s_every_time(t
         assert rc == 1 and raised, out[-3000:]
         print(f"run {run}: step ended {ended - raised[0]:.2f} s after the raise")
         assert ended - raised[0] <= 5.0, (run, ended - raised[0], out[-2000:])
-        assert "task 2 exited with status 1" in out, out[-3000:]
-        assert command_pids("raising_worker.py", 0) == [] and command_pids("raising_worker.py", 1) == []
+        assert "task 1 exited with status 1" in out, out[-3000:]
+        assert all(command_pids("raising_worker.py", rank) == [] for rank in range(3))

@@ -1,5 +1,7 @@
-"""A TF1 ps/worker TF_CONFIG script whose worker 1 raises mid-training (a user's bug): the ps
-join()s forever, worker 0 trains on.  Prints `raising at <unix time>` just before the raise."""
+"""A TF1 ps/worker TF_CONFIG script whose worker 0 raises mid-training (a user's bug): the ps
+join()s forever, worker 1 trains on.  Prints `raising at <unix time>` just before the raise.
+(Worker 0, the chief, because it trains at once: a non-chief waits TensorFlow's 30 s recovery
+period when it starts before the chief has initialised the variables.)"""
 
 import json
 import os
@@ -26,6 +28,6 @@ with v1.train.MonitoredTrainingSession(master=server.target, is_chief=index == 0
     while True:
         sess.run(train_op)
         done += 1
-        if index == 1 and done == 50:
+        if index == 0 and done == 50:
             print(f"raising at {time.time():.3f}", flush=True)
-            raise RuntimeError("a bug in worker 1's training")
+            raise RuntimeError("a bug in worker 0's training")
