@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import configparser
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import tf_for_slurm
+from wheel_build import build_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,15 +26,7 @@ def _setup_cfg() -> configparser.ConfigParser:
 
 @pytest.mark.timeout(300)
 def test_wheel_contents(tmp_path):
-    src = tmp_path / "src"  # a copy: building in the checkout would leave build/ behind
-    src.mkdir()
-    for name in ("setup.cfg", "pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "tf_for_slurm", src / "tf_for_slurm", ignore=shutil.ignore_patterns("__pycache__"))
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
-                          "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-3000:]
-    wheel = zipfile.ZipFile(next((tmp_path / "dist").glob("tf_for_slurm-*.whl")))
+    wheel = zipfile.ZipFile(build_wheel(tmp_path))
     names = wheel.namelist()
     assert "tf_for_slurm/py.typed" in names and "tf_for_slurm/_shim/sitecustomize.py" in names
     assert any(n.endswith(".dist-info/LICENSE") for n in names)

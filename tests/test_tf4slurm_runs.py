@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from data_paths import mnist_dir
+from test_example_mnist import _free_base_port as free_base_port
 
 pytestmark = [pytest.mark.tf]
 
@@ -27,27 +26,6 @@ TASKS = REPO / "tests" / "tf4slurm_tasks"
 EXAMPLE = REPO / "examples" / "mnist_distributed"
 MNIST = mnist_dir()
 HAVE_MNIST = any(os.path.exists(os.path.join(MNIST, f"t10k-images-idx3-ubyte{e}")) for e in ("", ".gz"))
-
-
-def free_base_port(n: int) -> int:
-    """A base port whose 2n ports are free now (other suites on this machine start servers too)."""
-    rng = np.random.RandomState()
-    for _ in range(200):
-        base = int(rng.randint(20000, 32000))
-        socks = []
-        try:
-            for port in range(base, base + 2 * n):
-                s = socket.socket()
-                socks.append(s)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind(("0.0.0.0", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free block of ports found")
 
 
 def task_times(path: Path) -> dict:

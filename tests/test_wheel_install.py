@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from envs import step_env
+from wheel_build import build_wheel
 
-ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, os, stat, subprocess, sys
@@ -40,15 +38,7 @@ print(json.dumps({"workers": len(cfg["cluster"]["worker"]), "index": cfg["task"]
 def installed(tmp_path_factory) -> Path:
     """A fresh virtualenv with the wheel of this tree installed (dependencies from the index)."""
     base = tmp_path_factory.mktemp("wheel")
-    src = base / "src"
-    src.mkdir()
-    for name in ("setup.cfg", "pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "tf_for_slurm", src / "tf_for_slurm", ignore=shutil.ignore_patterns("__pycache__"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
-                            "-w", str(base / "dist"), str(src)], capture_output=True, text=True, timeout=240)
-    assert built.returncode == 0, built.stderr[-3000:]
-    wheel = next((base / "dist").glob("tf_for_slurm-*.whl"))
+    wheel = build_wheel(base)
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
