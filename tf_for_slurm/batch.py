@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional
 
 from .errors import UsageError, bad_value
 

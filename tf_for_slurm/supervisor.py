@@ -184,6 +184,15 @@ class Child:
         self.signal(signal.SIGKILL)
 
 
+def start_command(argv: Sequence[str], env: Mapping[str, str], wake: _Wake) -> Optional[Child]:
+    """The task's command as a Child, or None (after one line on stderr) when it cannot run."""
+    try:
+        return Child(argv, env, wake)
+    except OSError as exc:
+        sys.stderr.write(f"tf-slurm exec: cannot run {argv[0]!r}: {exc.strerror}\n")
+        return None
+
+
 class _Signals:
     """While active, signals sent to us go to the command's process group (main thread only)."""
 
@@ -365,13 +374,10 @@ class Hub:
         child: Optional[Child] = None
         try:
             with _Signals(wake) as sigs:
-                try:
-                    child = Child(self.argv, self.env, wake)
-                except OSError as exc:
-                    sys.stderr.write(f"tf-slurm exec: cannot run {self.argv[0]!r}: {exc.strerror}\n")
+                child = start_command(self.argv, self.env, wake)
+                if child is None:
                     _note_failure(self.launch_report, plan.my_rank, 127)
                     self._apply(watch.exit(plan.my_rank, 127, time.monotonic()))
-                    child = None
                     child_reported = True
                 sigs.child = self.child = child
                 next_tick = 0.0
@@ -588,10 +594,7 @@ class Spoke:
         child: Optional[Child] = None
         try:
             with _Signals(wake) as sigs:
-                try:
-                    child = Child(self.argv, self.env, wake)
-                except OSError as exc:
-                    sys.stderr.write(f"tf-slurm exec: cannot run {self.argv[0]!r}: {exc.strerror}\n")
+                child = start_command(self.argv, self.env, wake)
                 sigs.child = child
                 while True:
                     now = time.monotonic()

@@ -175,15 +175,13 @@ def _exec(command: List[str], env: Mapping[str, str]) -> int:
 
 def _run_plain(command: List[str], env: Mapping[str, str]) -> int:
     """Run without peers but as a child, so the spill file can be removed afterwards."""
-    from .supervisor import Child, _Signals, _Wake, exit_status
+    from .supervisor import _Signals, _Wake, exit_status, start_command
 
     wake = _Wake()
     try:
         with _Signals(wake) as sigs:
-            try:
-                child = Child(command, env, wake)
-            except OSError as exc:
-                sys.stderr.write(f"tf-slurm exec: cannot run {command[0]!r}: {exc.strerror}\n")
+            child = start_command(command, env, wake)
+            if child is None:
                 return 127
             sigs.child = child
             status = exit_status(child.proc.wait())
