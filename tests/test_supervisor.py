@@ -456,3 +456,28 @@ def test_a_spoke_waiting_for_an_unanswered_report_does_not_spin():
     assert 2.5 < took < 8, took
     assert usage.ru_utime + usage.ru_stime < 1.0, usage  # asleep while waiting, not spinning
     assert got and b"exit 0" in got[-1]
+
+
+def test_sigusr1_reaches_every_command_through_local_and_exec(tmp_path):
+    """As srun and `scancel --signal=USR1` do: the step goes on; the commands decide what to do."""
+    code = ("import os, signal, sys, time\n"
+            "got = []\n"
+            "signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))\n"
+            f"open(os.path.join({str(tmp_path)!r}, 'up.' + os.environ['SLURM_PROCID']), 'w').close()\n"
+            "end = time.time() + 30\n"
+            "while not got and time.time() < end:\n"
+            "    time.sleep(0.05)\n"
+            "print('USR1' if got else 'nothing', flush=True)\n"
+            "sys.exit(0 if got else 4)\n")
+    proc = start_local("-n", "3", "--ps", "0", "--", PY, "-c", code)
+    try:
+        end = time.monotonic() + 30
+        while len(list(tmp_path.glob("up.*"))) < 3:
+            assert time.monotonic() < end and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert sorted(line.split(": ", 1)[1] for line in out.splitlines()) == ["USR1"] * 3

@@ -7,7 +7,8 @@ planner for ports unique across the step (`TF_SLURM_PORT_SCOPE=step`) and loopba
 
 It behaves like `srun -l --kill-on-bad-exit=1`: every output line is prefixed with the task's
 rank, the first failing task ends the others (SIGTERM, then SIGKILL after a grace), Ctrl-C is
-forwarded to every task, and the exit status is the first failing task's (128+signo when a task
+forwarded to every task, SIGUSR1/SIGUSR2 are passed to every task without ending the step, and
+the exit status is the first failing task's (128+signo when a task
 died of a signal).  Each task runs in its own process group, so its children die with it.
 """
 
@@ -35,6 +36,7 @@ NODE_PREFIX = "node"
 DEFAULT_KILL_GRACE = 3.0  # seconds between SIGTERM and SIGKILL
 POLL_INTERVAL = 0.05  # seconds between checks of the children
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)  # passed to every task, the step goes on (as srun does)
 
 # Inherited variables that describe some other step or cluster: a fresh step must not see them.
 _DROP_PREFIXES = ("SLURM_", "SLURMD_")
@@ -330,6 +332,12 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
     in_main = threading.current_thread() is threading.main_thread()
     previous: dict = {}
 
+    def pass_on(signo: int, _frame: object) -> None:
+        log.info("launcher got %s: passing it to %d tasks", signal.Signals(signo).name, len(step.procs))
+        for rank, proc in enumerate(step.procs):
+            if rank not in step.status:
+                _killpg(proc.pid, signo)
+
     def on_signal(signo: int, _frame: object) -> None:
         if step.signal_received is None:
             step.signal_received = signo
@@ -342,6 +350,8 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
     if in_main:
         for signo in _FORWARDED:
             previous[signo] = signal.signal(signo, on_signal)
+        for signo in _PASSED_ON:
+            previous[signo] = signal.signal(signo, pass_on)
     log.info("job %s: %d tasks on %s (%s tasks per node)", job_id, layout.ntasks, layout.nodelist,
              ",".join(map(str, layout.tasks_per_node)))
     prefixers: list = []
