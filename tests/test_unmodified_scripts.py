@@ -162,6 +162,7 @@ def test_a_killed_task_ends_the_step_non_zero_within_10s(tmp_path, case, victim,
     roles, _, long_args, ready = CASES[case]
     argv = local_argv(case, long_args, tmp_path / "model")
     rc, out, took = run_step(argv, tmp_path / "log", victim=victim, script=long_args[0], ready=ready)
+    print(f"{case}: {what} killed, the step ended {took:.2f} s later (status {rc})")
     assert rc != 0, out[-3000:]
     assert took < 10, (took, out[-3000:])
     assert f"task {victim} exited with status 137" in out, out[-3000:]
