@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from .errors import PlanError, UsageError, bad_value
+from .plan import ClusterPlan, Task
 from .step_rules import StepRoles
 from .step_watch import LOST_STATUS, End, StepWatch
 
@@ -337,8 +338,8 @@ def _note_failure(path: Optional[str], rank: int, status: int) -> None:
 class Hub:
     """The chief's supervisor: runs the chief's command and decides the step's fate."""
 
-    def __init__(self, plan, roles: StepRoles, argv: Sequence[str], env: Mapping[str, str], timing: Timing,
-                 launch_report: Optional[str] = None):
+    def __init__(self, plan: ClusterPlan, roles: StepRoles, argv: Sequence[str], env: Mapping[str, str],
+                 timing: Timing, launch_report: Optional[str] = None):
         self.plan, self.roles, self.argv, self.env, self.timing = plan, roles, argv, env, timing
         self.launch_report = launch_report
         me = plan.me
@@ -556,8 +557,8 @@ class Hub:
 class Spoke:
     """Every other task's supervisor: runs its command, keeps one connection to the hub."""
 
-    def __init__(self, plan, hub_task, argv: Sequence[str], env: Mapping[str, str], timing: Timing,
-                 launch_report: Optional[str] = None):
+    def __init__(self, plan: ClusterPlan, hub_task: Task, argv: Sequence[str], env: Mapping[str, str],
+                 timing: Timing, launch_report: Optional[str] = None):
         self.plan, self.hub, self.argv, self.env, self.timing = plan, hub_task, argv, env, timing
         self.launch_report = launch_report
         if hub_task.aux_port is None:

@@ -15,9 +15,13 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence
 
 from .errors import PlanError, UsageError, bad_value
+
+if TYPE_CHECKING:
+    from .plan import ClusterPlan
+    from .step_rules import StepRoles
 
 log = logging.getLogger("tf_for_slurm.exec")
 
@@ -73,8 +77,8 @@ def _private_dir(base: str, tag: str) -> str:
     return path
 
 
-def child_environment(plan, roles, env: Mapping[str, str], *, device_filters: bool = True,
-                      has_tf_keras: Optional[bool] = None) -> ChildEnv:
+def child_environment(plan: "ClusterPlan", roles: "StepRoles", env: Mapping[str, str], *,
+                      device_filters: bool = True, has_tf_keras: Optional[bool] = None) -> ChildEnv:
     """Everything the command gets on top of `env`."""
     from .gpus import devices_for_task
     from .step_rules import device_filters as filters_for
@@ -119,7 +123,8 @@ def child_environment(plan, roles, env: Mapping[str, str], *, device_filters: bo
     return out
 
 
-def run(command: Sequence[str], *, tasks=None, ps=None, placement=None, chief=False, address=None,
+def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Optional[int] = None,
+        placement: Optional[str] = None, chief: bool = False, address: Optional[str] = None,
         strategy: Optional[str] = None, drain: Optional[float] = None, device_filters: bool = True,
         supervise: bool = True, env: Optional[Mapping[str, str]] = None) -> int:
     """Run `command` as this task of the step; return the status the task should exit with."""
