@@ -293,8 +293,8 @@ def _reexec_under_exec(plan: ClusterPlan) -> None:
     command = [sys.executable, *argv[1:]]
     exec_argv = [sys.executable, "-m", "tf_for_slurm", "exec", "--tasks", ",".join(t.role for t in plan.tasks)]
     address = dict(plan.details).get("address_policy")
-    if address:
-        exec_argv += ["--address", address]
+    if address and not address.startswith("iface:"):  # iface addresses were gathered (MPI): the
+        exec_argv += ["--address", address]           # supervisors only need names that resolve
     log.info("re-running this task under tf-slurm exec (the step's supervisor): %s", " ".join(command))
     for stream in (sys.stdout, sys.stderr):
         try:
