@@ -481,3 +481,33 @@ def test_sigusr1_reaches_every_command_through_local_and_exec(tmp_path):
         proc.kill()
     assert proc.returncode == 0, err
     assert sorted(line.split(": ", 1)[1] for line in out.splitlines()) == ["USR1"] * 3
+
+
+def test_launch_reruns_itself_under_exec_only_inside_a_step(monkeypatch):
+    import importlib
+
+    from tf_for_slurm.environment import plan_from_env
+
+    launch_mod = importlib.import_module("tf_for_slurm.runtime.launch")  # the module, not the function
+    env = step_env("node[1-3]", "1(x3)", slot=1, TF_SLURM_ADDRESS="template:127.0.0.1", TF_SLURM_BASE_PORT="23000")
+    plan = plan_from_env(env, check=False)
+    assert launch_mod._can_supervise(plan, env)
+    assert not launch_mod._can_supervise(plan, {**env, "TF_SLURM_SUPERVISE": "0"})
+    no_step = {k: v for k, v in env.items() if not k.startswith("SLURM_STEP")}
+    assert not launch_mod._can_supervise(plan, no_step)
+    assert not launch_mod._under_exec(env)
+    assert launch_mod._under_exec({**env, "TF_SLURM_SUPERVISED": "4242.0.1"})
+    assert not launch_mod._under_exec({**env, "TF_SLURM_SUPERVISED": "999.0.1"})  # another step's
+    seen = []
+    monkeypatch.setattr(launch_mod.os, "execv", lambda path, argv: seen.append(argv))
+    monkeypatch.setattr(launch_mod.sys, "orig_argv", ["python3", "train.py", "--steps", "5"], raising=False)
+    launch_mod._reexec_under_exec(plan)
+    argv = seen[-1]
+    assert argv[1:4] == ["-m", "tf_for_slurm", "exec"]
+    assert argv[argv.index("--tasks") + 1] == "ps,worker,worker"
+    assert argv[argv.index("--address") + 1] == "template:127.0.0.1"
+    assert argv[argv.index("--") + 1:] == [sys.executable, "train.py", "--steps", "5"]
+    iface = plan.__class__(tasks=plan.tasks, my_rank=plan.my_rank, job_id=plan.job_id, step_id=plan.step_id,
+                           details=(("address_policy", "iface:ib0"),))
+    launch_mod._reexec_under_exec(iface)
+    assert "--address" not in seen[-1]
