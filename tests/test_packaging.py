@@ -29,6 +29,7 @@ def test_wheel_contents(tmp_path):
     wheel = zipfile.ZipFile(build_wheel(tmp_path))
     names = wheel.namelist()
     assert "tf_for_slurm/py.typed" in names and "tf_for_slurm/_shim/sitecustomize.py" in names
+    assert "tf_for_slurm/_shim/tf_slurm_session_filters.py" in names
     assert any(n.endswith(".dist-info/LICENSE") for n in names)
     meta = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]

@@ -67,7 +67,7 @@ def test_forced_tf1_with_a_chief_makes_workers_trainers():
 def test_device_filters_only_for_tf1_training_tasks():
     assert device_filters("tf1", "worker", 3) == ["/job:ps", "/job:worker/task:3"]
     assert device_filters("tf1", "chief", 0) == ["/job:ps", "/job:chief/task:0"]
-    assert device_filters("tf1", "ps", 0) is None
+    assert device_filters("tf1", "ps", 1) == ["/job:ps/task:1"]
     assert device_filters("pss", "worker", 0) is None
     assert device_filters("mwms", "worker", 1) is None
 

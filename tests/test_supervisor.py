@@ -249,7 +249,7 @@ def test_tf1_workers_get_device_filters_and_keras_2_others_do_not():
     assert r.returncode == 0, r.stderr
     lines = sorted(line.split(": ", 1)[1] for line in r.stdout.splitlines() if ": F " in line)
     keras = "1" if __import__("importlib").util.find_spec("tf_keras") else "None"
-    assert lines == [f"F ps None {keras} tf1", f"F worker /job:ps,/job:worker/task:0 {keras} tf1",
+    assert lines == [f"F ps /job:ps/task:0 {keras} tf1", f"F worker /job:ps,/job:worker/task:0 {keras} tf1",
                      f"F worker /job:ps,/job:worker/task:1 {keras} tf1"]
     r = local("-n", "3", "--", PY, "-c", code, env={"TF_SLURM_DEVICE_FILTERS": "0", "TF_USE_LEGACY_KERAS": "0"})
     assert r.returncode == 0, r.stderr
@@ -511,3 +511,20 @@ def test_launch_reruns_itself_under_exec_only_inside_a_step(monkeypatch):
                            details=(("address_policy", "iface:ib0"),))
     launch_mod._reexec_under_exec(iface)
     assert "--address" not in seen[-1]
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("off", [False, True])
+def test_get_server_dictionary_gives_the_tasks_sessions_device_filters(off):
+    """Original-style scripts open sessions without filters; a late one would wait for a finished task."""
+    code = ("import tensorflow as tf\n"
+            "from tf_for_slurm.ServerDictionary import GetServerDictionary\n"
+            "d, job, index = GetServerDictionary(['ps', 'worker', 'worker'], NoIB=True)\n"
+            "from tensorflow.python.client import session\n"
+            "print(job, index, getattr(session.Session, '_tf_slurm_filters', False))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TF_SLURM"))}
+    env.update(step_env("localhost", "3", slot=0, TF_SLURM_BASE_PORT="23500", TF_CPP_MIN_LOG_LEVEL="2",
+                        **({"TF_SLURM_DEVICE_FILTERS": "0"} if off else {})))
+    r = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-3:] == ["ps", "0", "False" if off else "True"]

@@ -21,4 +21,26 @@ def GetServerDictionary(ListOfTFTasks: Sequence[str], NoIB: Optional[bool] = Non
     tasks, _ = compat_arguments(ListOfTFTasks, bool(no_ib))
     plan = plan_from_env(tasks=tasks, address=noib_address(no_ib))
     remember_plan(plan)
+    _session_filters(plan)
     return plan.server_dictionary(), plan.job_type, plan.task_index
+
+
+def _session_filters(plan) -> None:
+    """Give this task's TF1 sessions device filters, as `tf-slurm exec` does through its shim: the
+    original scripts open sessions without them, and one opened after another task has exited
+    (a late ps, or a session re-created after an error) would wait for it forever.
+    TF_SLURM_DEVICE_FILTERS=0 turns this off; a session config that names filters is left alone."""
+    import logging
+    import os
+
+    from .step_rules import device_filters
+
+    if os.environ.get("TF_SLURM_DEVICE_FILTERS", "").strip().lower() in ("0", "off", "false", "no"):
+        return
+    me = plan.me
+    filters = device_filters("tf1", me.role, me.index)
+    if filters:
+        from ._shim.tf_slurm_session_filters import install
+
+        install(filters, me.port)
+        logging.getLogger(__name__).info("device filters %s for this task's sessions", ",".join(filters))

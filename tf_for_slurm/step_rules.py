@@ -77,12 +77,15 @@ def step_roles(tasks: Iterable, requested: Optional[str] = None) -> StepRoles:
 def device_filters(strategy: str, role: str, index: int) -> Optional[List[str]]:
     """Device filters for a TF1 task's sessions, or None where they do not apply.
 
-    A TF1 worker's session otherwise contacts every task of the cluster: a worker that opens its
-    session after another worker has exited waits forever.  With '/job:ps' and itself only, each
-    worker depends on the ps alone (TensorFlow's own advice for between-graph replication).
+    A TF1 session otherwise contacts every task of the cluster: one opened (or re-opened after an
+    error) once another task has exited waits forever.  With '/job:ps' and itself only, each worker
+    depends on the ps alone (TensorFlow's own advice for between-graph replication); a ps's own
+    session (e.g. the original done-queue loop) needs only itself.
     """
-    if strategy != "tf1" or role not in ("worker", "chief"):
+    if strategy != "tf1" or role not in ("worker", "chief", "ps"):
         return None
+    if role == "ps":  # a ps's own session (the original done-queue loop) needs only itself
+        return [f"/job:ps/task:{index}"]
     return ["/job:ps", f"/job:{role}/task:{index}"]
 
 

@@ -29,70 +29,12 @@ if _path:
         _sys.stderr.write(f"tf_for_slurm: cannot read TF_SLURM_TF_CONFIG_FILE={_path!r}: {_exc.strerror}\n")
 
 
-def _install_device_filters(filters, port):
-    """Give sessions whose master is this task's own server the task's device filters (TensorFlow
-    takes them from the session's config, not the server's), unless the program set some."""
-    import importlib.abc
-    import importlib.machinery
-
-    target = "tensorflow.python.client.session"
-
-    def ours(session_target):
-        text = session_target.decode() if isinstance(session_target, bytes) else str(session_target or "")
-        return text.startswith("grpc://") and text.rsplit(":", 1)[-1] == port
-
-    def patch(module):
-        session = getattr(module, "Session", None)
-        if session is None or getattr(session, "_tf_slurm_filters", False):
-            return
-        original = session.__init__
-
-        def __init__(self, target="", graph=None, config=None):
-            if ours(target):
-                from tensorflow.core.protobuf import config_pb2
-
-                if config is None:
-                    config = config_pb2.ConfigProto(device_filters=filters)
-                elif not config.device_filters:
-                    merged = config_pb2.ConfigProto()
-                    merged.CopyFrom(config)
-                    merged.device_filters.extend(filters)
-                    config = merged
-            original(self, target, graph, config)
-
-        session.__init__ = __init__
-        session._tf_slurm_filters = True
-
-    class _Loader(importlib.abc.Loader):
-        def __init__(self, inner):
-            self.inner = inner
-
-        def create_module(self, spec):
-            return self.inner.create_module(spec)
-
-        def exec_module(self, module):
-            self.inner.exec_module(module)
-            try:
-                patch(module)
-            except Exception as exc:  # never break the user's program for a convenience
-                _sys.stderr.write(f"tf_for_slurm: device filters not applied: {exc}\n")
-
-    class _Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target_module=None):
-            if name != target:
-                return None
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _Loader(spec.loader)
-            return spec
-
-    _sys.meta_path.insert(0, _Finder())
-
-
 _filters = _os.environ.get("TF_SLURM_SESSION_FILTERS")
 _self = _os.environ.get("TF_SLURM_SELF_ADDRESS", "")
 if _filters and ":" in _self:
-    _install_device_filters([f for f in _filters.split(",") if f], _self.rsplit(":", 1)[1])
+    from tf_slurm_session_filters import install as _install  # this shim's own directory
+
+    _install([f for f in _filters.split(",") if f], _self.rsplit(":", 1)[1])
 
 _here = _os.path.dirname(_os.path.abspath(__file__))
 for _entry in _sys.path:
