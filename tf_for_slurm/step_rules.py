@@ -17,7 +17,7 @@ Evaluators always serve: they evaluate checkpoints until told to stop.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import UsageError, bad_value
 
@@ -87,9 +87,3 @@ def device_filters(strategy: str, role: str, index: int) -> Optional[List[str]]:
     if role == "ps":  # a ps's own session (the original done-queue loop) needs only itself
         return [f"/job:ps/task:{index}"]
     return ["/job:ps", f"/job:{role}/task:{index}"]
-
-
-def describe_roles(roles: StepRoles, names: Dict[int, str]) -> str:
-    """'chief worker 0 (rank 1); 2 trainers; 3 servers' for the log."""
-    return (f"{roles.rule}; the step ends with {names.get(roles.chief_rank, roles.chief_rank)}; "
-            f"{len(roles.trainers)} other training tasks, {len(roles.servers)} serving tasks")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
@@ -69,21 +68,6 @@ def task_env(plan: ClusterPlan, rank: Optional[int] = None) -> TaskEnv:
             "TF_CONFIG is left unset; Python programs get it from TF_SLURM_TF_CONFIG_FILE through the "
             "sitecustomize shim")
     return TaskEnv(base, full, True, note)
-
-
-def spill_to_file(env: TaskEnv, plan: ClusterPlan, rank: int, directory: Optional[str] = None) -> dict:
-    """Write the full TF_CONFIG to a private file and return the variables that point the shim at it."""
-    directory = directory or os.environ.get("TMPDIR") or tempfile.gettempdir()
-    fd, path = tempfile.mkstemp(prefix=f"tf_config.{plan.job_id}.{plan.step_id}.{rank}.", suffix=".json",
-                                dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(env.full_tf_config)
-    pythonpath = os.environ.get("PYTHONPATH", "")
-    return {
-        **env.variables,
-        "TF_SLURM_TF_CONFIG_FILE": path,
-        "PYTHONPATH": SHIM_DIR + (os.pathsep + pythonpath if pythonpath else ""),
-    }
 
 
 def apply_tf_config(plan: ClusterPlan, rank: Optional[int] = None) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence
 
 from .errors import PlanError, UsageError, bad_value
+from .task_env import SHIM_DIR
 
 if TYPE_CHECKING:
     from .plan import ClusterPlan
@@ -27,7 +28,6 @@ log = logging.getLogger("tf_for_slurm.exec")
 
 SUPERVISED = "TF_SLURM_SUPERVISED"  # set for the command: an inner `tf-slurm exec` only execs
 LAUNCH_REPORT = "TF_SLURM_LAUNCH_REPORT"  # set by `tf-slurm local`: who failed first
-SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shim")
 _OFF = ("0", "off", "false", "no")
 
 
