@@ -54,13 +54,14 @@ def _plan_small(**changes):
     return lambda: tf_for_slurm.plan_from_env(_with(SMALL, **changes), check=False)
 
 
-def _gsd(*args, **kwargs):
+def _gsd(*args, env=None, **kwargs):
     def call():
         from tf_for_slurm.ServerDictionary import GetServerDictionary
 
         old = dict(os.environ)
         os.environ.clear()
-        os.environ.update({k: v for k, v in old.items() if not k.startswith(("SLURM", "TF_SLURM_"))}, **SMALL)
+        os.environ.update({k: v for k, v in old.items() if not k.startswith(("SLURM", "TF_SLURM_"))},
+                          **(SMALL if env is None else env))
         try:
             return GetServerDictionary(*args, **kwargs)
         finally:
@@ -272,5 +273,6 @@ def test_table_size():
 
 
 def test_a_string_list_of_tasks_is_split_on_commas_not_characters():
-    sd, job_type, index = _gsd("ps,worker,worker", NoIB=True)()
+    # one node that resolves everywhere (node1..3 resolve only while the local cluster is up)
+    sd, job_type, index = _gsd("ps,worker,worker", NoIB=True, env=step_env("localhost", "3", slot=1))()
     assert (len(sd["ps"]), len(sd["worker"]), job_type, index) == (1, 2, "worker", 0)

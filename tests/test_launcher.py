@@ -213,7 +213,8 @@ def test_lines_never_interleave():
             "for i in range(300):\n"
             "    for j in range(20): sys.stdout.write(r*50); sys.stdout.flush()\n"
             "    sys.stdout.write('\\n'); sys.stdout.flush()\n")
-    res = run_local("-n", "3", "--", PY, "-c", code)
+    # Slurm variables only: under exec rank 0 is a ps, ended once the workers are done
+    res = run_local("-n", "3", "--slurm-env-only", "--", PY, "-c", code)
     assert res.returncode == 0, res.stderr
     out = parse_prefixed(res.stdout)
     for rank in range(3):
