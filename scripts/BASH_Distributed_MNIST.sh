@@ -13,6 +13,9 @@
 #SBATCH --nodes=3
 #SBATCH --ntasks=3
 #SBATCH --cpus-per-task=1
+#SBATCH --signal=B:USR1@120             # the time-limit warning: stop, checkpoint, requeue (see the end)
+#SBATCH --requeue                       # the job may requeue itself (and be requeued after a node failure)
+#SBATCH --open-mode=append              # a requeued run appends to the same log
 #SBATCH --time=00:30:00
 #SBATCH --output=tf_mnist-%j.out
 
@@ -33,6 +36,9 @@ SYNC="${SYNC:-0}"                       # 1: synchronous updates (SyncReplicasOp
 MEM_PER_TASK_MB="${MEM_PER_TASK_MB:-}"  # empty: from the allocation (tf-slurm mem); e.g. 10240 as the
                                         # seed did (then sbatch with enough --mem-per-cpu too)
 PYTHON="${PYTHON:-python3}"             # the python that has tf_for_slurm and TensorFlow
+WARN_MARGIN="${WARN_MARGIN:-60}"        # seconds before the time limit at which the tasks stop and the
+                                        # chief checkpoints (Slurm's warning may come up to 60 s early)
+MAX_REQUEUES="${MAX_REQUEUES:-${TF_SLURM_MAX_REQUEUES:-10}}"  # requeues after a time-limit warning
 # -------------------------------------------------------------------------------------------------
 
 die() { echo "BASH_Distributed_MNIST.sh: error: $*" >&2; exit 2; }
@@ -40,6 +46,8 @@ die() { echo "BASH_Distributed_MNIST.sh: error: $*" >&2; exit 2; }
 [[ "$IB" == auto || "$IB" == IB || "$IB" == NoIB ]] || die "IB='$IB': expected auto, IB or NoIB"
 [[ "$NUM_PS" =~ ^[1-9][0-9]*$ ]] || die "NUM_PS='$NUM_PS': expected an integer >= 1"
 [[ "$SYNC" == 0 || "$SYNC" == 1 ]] || die "SYNC='$SYNC': expected 0 or 1"
+[[ "$WARN_MARGIN" =~ ^[0-9]{1,6}$ ]] || die "WARN_MARGIN='$WARN_MARGIN': expected seconds, an integer >= 0"
+[[ "$MAX_REQUEUES" =~ ^[0-9]{1,6}$ ]] || die "MAX_REQUEUES='$MAX_REQUEUES': expected an integer >= 0"
 
 # The repository: TF_SLURM_REPO, else where this script was submitted from (sbatch runs a copy
 # of it from the spool, so ask Slurm for the original path), else the submit directory.
@@ -105,20 +113,24 @@ echo "job $SLURM_JOB_ID: $NTASKS tasks on ${SLURM_JOB_NODELIST:-?} ($NUM_PS ps, 
      "$CPUS_PER_TASK CPU(s) and ${MEM_PER_CPU} MB per CPU per task, IB=$IB SYNC=$SYNC model_dir=$MODEL_DIR"
 
 echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParams=ports)}"
-# srun's own status is the highest of its tasks' (143 for a task it ended with SIGTERM after
-# another one failed); the job reports the status of the task srun saw failing first, read from
-# srun's stderr (copied to a file as it is written).
-srun_log="$(mktemp "${TMPDIR:-/tmp}/tf_mnist-srun.XXXXXX")"
-trap 'rm -f "$srun_log"' EXIT
-status=0
-srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
+# The step runs under `tf-slurm batch-step`, which: passes the time-limit warning on to every task
+# WARN_MARGIN s before the limit (--signal=B: reaches only this shell, and up to 60 s early), so
+# training stops at its next step and the chief checkpoints; exits with the first failing task's
+# status (srun's own is the highest, 143 for tasks it ended); and requeues the job when the warning
+# stopped training before ITERATIONS (at most MAX_REQUEUES times; never after a failure or a
+# SIGTERM from scancel). The requeued run resumes from MODEL_DIR's last checkpoint.
+trap '' USR1 USR2 TERM                  # batch-step starts with them ignored, then handles them
+"$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" --target "$ITERATIONS" --max-requeues "$MAX_REQUEUES" \
+    --warn-margin "$WARN_MARGIN" -- \
+    srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
     "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" --sidecar-log-level "$PS_LOG_LEVEL" -- \
-    "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" 2> >(tee "$srun_log" >&2) || status=$?
-[[ -z "${!:-}" ]] || wait "$!" 2>/dev/null || true   # the tee: srun's last lines are in the file
-echo "job $SLURM_JOB_ID: srun exit status $status"
-if [[ "$status" != 0 ]]; then
-    status="$("$PYTHON" -m tf_for_slurm batch-status --srun-status "$status" --srun-log "$srun_log")" || status=1
-    echo "job $SLURM_JOB_ID: exit status $status (the first failing task's)"
-fi
+    "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" &
+step=$!
+for sig in USR1 USR2 TERM; do trap "kill -$sig $step 2>/dev/null || true" "$sig"; done
+status=0
+while :; do
+    wait "$step" && status=0 || status=$?
+    kill -0 "$step" 2>/dev/null || break   # still running: a signal interrupted the wait
+done
 exit "$status"

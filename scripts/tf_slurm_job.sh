@@ -14,6 +14,9 @@
 #SBATCH --nodes=3
 #SBATCH --ntasks=3
 #SBATCH --cpus-per-task=1
+#SBATCH --signal=B:USR1@120             # the time-limit warning: stop, checkpoint, requeue (see the end)
+#SBATCH --requeue                       # the job may requeue itself (and be requeued after a node failure)
+#SBATCH --open-mode=append              # a requeued run appends to the same log
 #SBATCH --time=01:00:00
 #SBATCH --output=tf_job-%j.out
 
@@ -33,7 +36,12 @@ BATCH_SIZE="${BATCH_SIZE:-64}"          # exported
 SYNC="${SYNC:-0}"                       # exported: 1 = synchronous updates, if your script supports it
 MEM_PER_TASK_MB="${MEM_PER_TASK_MB:-}"  # empty: from the allocation (tf-slurm mem)
 PYTHON="${PYTHON:-python3}"             # the python that has tf_for_slurm and TensorFlow
+WARN_MARGIN="${WARN_MARGIN:-60}"        # seconds before the time limit at which the tasks stop and the
+                                        # chief checkpoints (Slurm's warning may come up to 60 s early)
+MAX_REQUEUES="${MAX_REQUEUES:-${TF_SLURM_MAX_REQUEUES:-10}}"  # requeues after a time-limit warning
 TRAIN_SCRIPT="${1:-${TRAIN_SCRIPT:-}}"  # first argument, else TRAIN_SCRIPT
+TARGET="${TARGET:-}"                    # the step target your script checkpoints to (global step in the
+                                        # checkpoint names): reached = no requeue
 # -------------------------------------------------------------------------------------------------
 
 die() { echo "tf_slurm_job.sh: error: $*" >&2; exit 2; }
@@ -44,6 +52,8 @@ TRAIN_ARGS=("$@")                       # or write your flags here, e.g. (--data
 [[ "$IB" == auto || "$IB" == IB || "$IB" == NoIB ]] || die "IB='$IB': expected auto, IB or NoIB"
 [[ "$NUM_PS" =~ ^[0-9]+$ ]] || die "NUM_PS='$NUM_PS': expected an integer >= 0"
 [[ "$SYNC" == 0 || "$SYNC" == 1 ]] || die "SYNC='$SYNC': expected 0 or 1"
+[[ "$WARN_MARGIN" =~ ^[0-9]{1,6}$ ]] || die "WARN_MARGIN='$WARN_MARGIN': expected seconds, an integer >= 0"
+[[ "$MAX_REQUEUES" =~ ^[0-9]{1,6}$ ]] || die "MAX_REQUEUES='$MAX_REQUEUES': expected an integer >= 0"
 cd "${SLURM_SUBMIT_DIR:-$PWD}"          # relative script paths are relative to where you submitted
 [[ -f "$TRAIN_SCRIPT" ]] || die "TRAIN_SCRIPT='$TRAIN_SCRIPT': expected a file (from $PWD)"
 
@@ -101,20 +111,24 @@ echo "job $SLURM_JOB_ID: $NTASKS tasks on ${SLURM_JOB_NODELIST:-?} ($NUM_PS ps),
      "${MEM_PER_CPU} MB per CPU per task, IB=$IB: $TRAIN_SCRIPT ${TRAIN_ARGS[*]}"
 
 echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParams=ports)}"
-# srun's own status is the highest of its tasks' (143 for a task it ended with SIGTERM after
-# another one failed); the job reports the status of the task srun saw failing first, read from
-# srun's stderr (copied to a file as it is written).
-srun_log="$(mktemp "${TMPDIR:-/tmp}/tf_job-srun.XXXXXX")"
-trap 'rm -f "$srun_log"' EXIT
-status=0
-srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
+# The step runs under `tf-slurm batch-step`, which: passes the time-limit warning on to every task
+# WARN_MARGIN s before the limit (--signal=B: reaches only this shell, and up to 60 s early), so
+# training stops at its next step and the chief checkpoints; exits with the first failing task's
+# status (srun's own is the highest, 143 for tasks it ended); and requeues the job when the warning
+# stopped training before TARGET (when set) (at most MAX_REQUEUES times; never after a failure or a
+# SIGTERM from scancel). The requeued run resumes from MODEL_DIR's last checkpoint.
+trap '' USR1 USR2 TERM                  # batch-step starts with them ignored, then handles them
+"$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" ${TARGET:+--target "$TARGET"} --max-requeues "$MAX_REQUEUES" \
+    --warn-margin "$WARN_MARGIN" -- \
+    srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
     "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" \
-    --sidecar-log-level "$PS_LOG_LEVEL" -- "$PYTHON" "$TRAIN_SCRIPT" "${TRAIN_ARGS[@]}" 2> >(tee "$srun_log" >&2) || status=$?
-[[ -z "${!:-}" ]] || wait "$!" 2>/dev/null || true   # the tee: srun's last lines are in the file
-echo "job $SLURM_JOB_ID: srun exit status $status"
-if [[ "$status" != 0 ]]; then
-    status="$("$PYTHON" -m tf_for_slurm batch-status --srun-status "$status" --srun-log "$srun_log")" || status=1
-    echo "job $SLURM_JOB_ID: exit status $status (the first failing task's)"
-fi
+    --sidecar-log-level "$PS_LOG_LEVEL" -- "$PYTHON" "$TRAIN_SCRIPT" "${TRAIN_ARGS[@]}" &
+step=$!
+for sig in USR1 USR2 TERM; do trap "kill -$sig $step 2>/dev/null || true" "$sig"; done
+status=0
+while :; do
+    wait "$step" && status=0 || status=$?
+    kill -0 "$step" 2>/dev/null || break   # still running: a signal interrupted the wait
+done
 exit "$status"

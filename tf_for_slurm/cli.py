@@ -104,6 +104,10 @@ HELP = {
                        "read -r NTASKS CPUS NUM_WORKERS MEM_PER_CPU RESV < <(tf-slurm batch-settings --num-ps 1)"),
     "batch-status": ("Print the job's exit status: that of the task srun reported failing first.",
                      'tf-slurm batch-status --srun-status "$status" --srun-log srun.err'),
+    "batch-step": ("Run a batch job's training step (srun ...): pass it the time-limit warning WARN_MARGIN s "
+                   "before the limit, exit with the first failing task's status, or requeue the job.",
+                   'tf-slurm batch-step --checkpoint-dir runs/m --target 800 -- srun -n 3 tf-slurm exec -- '
+                   'python train.py'),
 }
 
 
@@ -167,7 +171,8 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     for name, module, adder, runner in (("mem", "memory", "add_arguments", "main"),
                                         ("local", "launcher", "add_arguments", "main"),
                                         ("batch-settings", "batch", "add_arguments", "main"),
-                                        ("batch-status", "batch", "add_status_arguments", "main_status")):
+                                        ("batch-status", "batch", "add_status_arguments", "main_status"),
+                                        ("batch-step", "batch_step", "add_arguments", "main")):
         p = _subparser(sub, name, add_help=chosen == name)
         if chosen == name:
             mod = _optional_module(module)

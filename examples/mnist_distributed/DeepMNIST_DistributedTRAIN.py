@@ -134,13 +134,16 @@ def train_worker(server: Any, cluster: dict, job_type: str, task_index: int, *,
                      config: Optional[v1.ConfigProto] = None,
                      eval_every: int = 0,
                      checkpoint_every: int = 500,
-                     stop_grace_period_secs: int = 2) -> dict:
+                     stop_grace_period_secs: int = 2,
+                     stop: Any = None) -> dict:
     """Train on this worker until the global step reaches `iterations`; return a summary dict.
 
     `iterations` is the global-step TARGET, not a count for this run: a rerun on the same
     `model_dir` restores the last checkpoint and continues up to the new target.  `hooks` come
     from the launcher (e.g. a start barrier) and are added to the session's hooks; `config` is
     the session ConfigProto (default: device filters so workers never depend on each other).
+    `stop` is the launcher's StopRequest (its StopOnSignalHook is in `hooks`): when a signal
+    stopped training early, the chief says which checkpoint it wrote and how long after the signal.
     """
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations <= 0:
         raise UsageError(bad_value("iterations", iterations, "a positive global-step target"))
@@ -179,10 +182,14 @@ def train_worker(server: Any, cluster: dict, job_type: str, task_index: int, *,
         if not is_chief:
             all_hooks.append(WaitForChiefInitHook(server.target, config))
         first_step: dict = {}
+        def stopped_by() -> Optional[str]:
+            return stop.signal if stop is not None and stop.requested else None
+
         validation = ValidationHook(correct_count=correct_count, x=x, y=y,
                                     images=data.heldout_images, labels=data.heldout_labels,
                                     model_dir=model_dir, every_steps=eval_every,
-                                    extra=lambda: {**result, **first_step, "data": data.source})
+                                    extra=lambda: {**result, **first_step, "data": data.source,
+                                                   "stopped_by": stopped_by(), "target": iterations})
         sampler = BatchSampler(data.train_images, data.train_labels, batch_size, seed=1000 + task_index)
 
         steps = 0
@@ -200,6 +207,9 @@ def train_worker(server: Any, cluster: dict, job_type: str, task_index: int, *,
             # chief's summary hook adds the loss to every run; nothing is trained here.
             bx, by = sampler.next()
             start = int(sess.run(global_step, feed_dict={x: bx, y: by}))
+            if start:  # a resumed run draws batches the first run did not (same seed, new stream)
+                sampler = BatchSampler(data.train_images, data.train_labels, batch_size,
+                                       seed=1000 + task_index + 7919 * start)
             result["start_global_step"] = start
             result["session_ready_time"] = time.time()
             if result["resumed_from"]:
@@ -213,6 +223,11 @@ def train_worker(server: Any, cluster: dict, job_type: str, task_index: int, *,
                     first_step["first_step_cpu_s"] = round(time.process_time(), 3)
         result.update(first_step)
         result["local_steps"] = steps
+        result["stopped_by"] = stopped_by()
+        if is_chief and result["stopped_by"]:
+            saved = v1.train.latest_checkpoint(model_dir)
+            log.warning("%s: checkpoint %s written %.1f s after SIG%s; a rerun on this model_dir resumes from it "
+                        "(target %d)", me, saved, stop.seconds_since(), result["stopped_by"], iterations)
         result["train_seconds"] = round(time.time() - t0, 3)
         if is_chief:
             result["accuracy"] = validation.final_accuracy
@@ -220,6 +235,8 @@ def train_worker(server: Any, cluster: dict, job_type: str, task_index: int, *,
             result["heldout_examples"] = int(len(data.heldout_images))
             print(f"held-out accuracy: {validation.final_accuracy:.4f} on {len(data.heldout_images)} "
                   f"examples after global step {validation.final_step} "
-                  f"({result['mode']}, {trainers} workers)", flush=True)
+                  f"({result['mode']}, {trainers} workers"
+                  + (f"; stopped by SIG{result['stopped_by']} before the target {iterations})"
+                     if result["stopped_by"] else ")"), flush=True)
     log.info("%s: %d local steps in %.1f s", me, steps, result["train_seconds"])
     return result

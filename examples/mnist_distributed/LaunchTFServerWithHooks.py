@@ -151,7 +151,7 @@ def main(argv=None) -> int:
                          data=data, model_dir=args.model_dir, batch_size=args.batch_size,
                          iterations=args.Iterations, learning_rate=args.learning_rate,
                          sync=args.sync, is_chief=ctx.is_chief, hooks=ctx.hooks,
-                         config=ctx.session_config, eval_every=args.eval_every)
+                         config=ctx.session_config, eval_every=args.eval_every, stop=ctx.stop)
 
     from tf_for_slurm.runtime.launch import launch
 

@@ -9,6 +9,10 @@ tf2_common.py for why): each replica computes the gradient of its own batch, one
 averages them, and every replica applies the same update (synchronous data-parallel SGD; the
 variables use ONLY_FIRST_REPLICA aggregation because the updates are already identical).  Every worker draws its own shuffled batches; the chief prints the held-out
 accuracy at the end.
+
+With --model_dir, training is resumable: SIGUSR1 (Slurm's time-limit warning, passed on by the
+templates) or SIGTERM stops every worker at the same step, a checkpoint is written, the process
+exits 0, and a rerun on the same --model_dir continues from that step to --Iterations.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from tf2_common import MLP, common_flags, heldout_accuracy, loss_fn, tf, write_m
 
 from mnist_data import BatchSampler, load_mnist
 from tf_for_slurm.errors import TfSlurmError
+from tf_for_slurm.runtime.resume import LoopCheckpoint, stop_agreement
 from tf_for_slurm.runtime.tf2 import multi_worker_mirrored_strategy, mwms_is_chief
+from tf_for_slurm.stop_request import shared_stop_request
 
 log = logging.getLogger("tf2_mwms")
 
@@ -32,14 +38,18 @@ def main(argv=None) -> int:
     tf.get_logger().setLevel(logging.WARNING)  # one INFO line per all-reduce otherwise
     from tf_for_slurm import plan_from_env
 
+    stop = shared_stop_request()  # SIGUSR1 (time-limit warning) / SIGTERM: stop, checkpoint, exit 0
     plan = plan_from_env(ps=0)  # MWMS has no parameter servers
     strategy = multi_worker_mirrored_strategy(plan)
     me, chief = plan.me, mwms_is_chief(plan)
     data = load_mnist(args.data_dir)
-    sampler = BatchSampler(data.train_images, data.train_labels, args.batch_size, seed=1000 + me.rank)
 
     with strategy.scope():
         model = MLP(aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    ckpt = LoopCheckpoint(args.model_dir, is_chief=chief, model=model) if args.model_dir else None
+    start = ckpt.restore() if ckpt else 0  # a requeued run continues where the last one saved
+    sampler = BatchSampler(data.train_images, data.train_labels, args.batch_size,
+                           seed=1000 + me.rank + 7919 * start)  # new batches after a resume
     lr = tf.constant(args.learning_rate)
 
     @tf.function
@@ -56,20 +66,30 @@ def main(argv=None) -> int:
         per_replica = strategy.run(replica_step, args=(x, y))
         return strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
 
+    agreed_stop = stop_agreement(strategy, stop)  # every worker stops at the same step
     t0 = time.time()
-    for step in range(1, args.Iterations + 1):
+    step = start
+    while step < args.Iterations and not agreed_stop():
         bx, by = sampler.next()
         loss = train_step(tf.constant(bx), tf.constant(by))
+        step += 1
         if step % 100 == 0 and chief:
             log.info("step %d: loss %.4f", step, float(loss))
+    saved = ckpt.save(step) if ckpt else None  # every worker saves (the chief into model_dir)
+    stopped_by = stop.signal if step < args.Iterations else None
+    if chief and stopped_by:
+        log.warning("stopped by SIG%s at step %d of %d: checkpoint %s written %.1f s after the signal",
+                    stopped_by, step, args.Iterations, saved, stop.seconds_since() or 0.0)
     acc = heldout_accuracy(model, data.heldout_images, data.heldout_labels)
     if chief:
         print(f"held-out accuracy: {acc:.4f} on {len(data.heldout_labels)} examples after "
-              f"{args.Iterations} steps (MultiWorkerMirroredStrategy, "
-              f"{strategy.num_replicas_in_sync} replicas, {time.time() - t0:.1f} s)", flush=True)
+              f"{step} steps (MultiWorkerMirroredStrategy, "
+              f"{strategy.num_replicas_in_sync} replicas, {time.time() - t0:.1f} s"
+              + (f"; stopped by SIG{stopped_by} before {args.Iterations})" if stopped_by else ")"), flush=True)
         if args.model_dir:
             write_metrics(args.model_dir, {"accuracy": acc, "heldout_examples": len(data.heldout_labels),
-                                           "steps": args.Iterations, "replicas": strategy.num_replicas_in_sync,
+                                           "steps": step, "target": args.Iterations, "start_step": start,
+                                           "stopped_by": stopped_by, "replicas": strategy.num_replicas_in_sync,
                                            "strategy": "MultiWorkerMirroredStrategy"})
     return 0
 

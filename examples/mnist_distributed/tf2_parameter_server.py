@@ -8,6 +8,10 @@ The task list is chief, then `--ps` parameter servers, then `--workers` workers 
 task, in rank order); `tf_for_slurm.runtime.tf2.run_parameter_server_strategy` runs the chief's
 training function and makes every ps/worker server exit (0) once the chief is done, or exit
 non-zero if the chief dies, so the Slurm step ends either way.
+
+With --model_dir, training is resumable: on SIGUSR1 (Slurm's time-limit warning, passed on by the
+templates) or SIGTERM the coordinator stops scheduling, waits for the steps in flight, writes a
+checkpoint and ends the servers with status 0; a rerun continues from that step to --Iterations.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from tf2_common import MLP, common_flags, heldout_accuracy, loss_fn, tf, write_m
 from mnist_data import load_mnist
 from tf_for_slurm import plan_from_env
 from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value
+from tf_for_slurm.runtime.resume import LoopCheckpoint
 from tf_for_slurm.runtime.tf2 import run_parameter_server_strategy
+from tf_for_slurm.stop_request import shared_stop_request
 
 log = logging.getLogger("tf2_parameter_server")
 
@@ -30,17 +36,21 @@ def make_train_fn(args, data):
     """The coordinator's program: build variables on the ps, schedule steps, evaluate."""
 
     def train(strategy, plan) -> None:
+        stop = shared_stop_request()  # SIGUSR1 (time-limit warning) / SIGTERM: stop, checkpoint, exit 0
         images = (data.train_images * 255).astype("uint8")  # 4x smaller to ship to each worker
         labels = data.train_labels
+        with strategy.scope():
+            model = MLP()
+        ckpt = LoopCheckpoint(args.model_dir, model=model) if args.model_dir else None
+        start = ckpt.restore() if ckpt else 0  # a requeued run continues where the last one saved
 
         def dataset_fn(input_context):
             ds = tf.data.Dataset.from_tensor_slices((images, labels))
-            ds = ds.shuffle(len(labels), seed=input_context.input_pipeline_id if input_context else 0)
+            pipeline = input_context.input_pipeline_id if input_context else 0
+            ds = ds.shuffle(len(labels), seed=pipeline + 7919 * start)  # new batches after a resume
             ds = ds.repeat().batch(args.batch_size, drop_remainder=True)
             return ds.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y)).prefetch(2)
 
-        with strategy.scope():
-            model = MLP()
         lr = tf.constant(args.learning_rate)
         coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         per_worker = coordinator.create_per_worker_dataset(
@@ -60,21 +70,29 @@ def make_train_fn(args, data):
             return strategy.run(replica_step, args=(x, y))
 
         t0 = time.time()
-        loss = None
-        for step in range(1, args.Iterations + 1):
+        step = start
+        while step < args.Iterations and not stop.requested:  # the coordinator alone decides
             loss = coordinator.schedule(step_fn, args=(iterator,))
+            step += 1
             if step % 100 == 0:
                 coordinator.join()
                 log.info("step %d: loss %.4f", step, float(loss.fetch()))
-        coordinator.join()
+        coordinator.join()  # every scheduled step is done: `step` steps were applied
+        saved = ckpt.save(step) if ckpt else None
+        stopped_by = stop.signal if step < args.Iterations else None
+        if stopped_by:
+            log.warning("stopped by SIG%s at step %d of %d: checkpoint %s written %.1f s after the signal",
+                        stopped_by, step, args.Iterations, saved, stop.seconds_since() or 0.0)
         acc = heldout_accuracy(model, data.heldout_images, data.heldout_labels)
         n_workers = plan.count("worker")
         print(f"held-out accuracy: {acc:.4f} on {len(data.heldout_labels)} examples after "
-              f"{args.Iterations} steps (ParameterServerStrategy, {plan.count('ps')} ps, "
-              f"{n_workers} workers, {time.time() - t0:.1f} s)", flush=True)
+              f"{step} steps (ParameterServerStrategy, {plan.count('ps')} ps, "
+              f"{n_workers} workers, {time.time() - t0:.1f} s"
+              + (f"; stopped by SIG{stopped_by} before {args.Iterations})" if stopped_by else ")"), flush=True)
         if args.model_dir:
             write_metrics(args.model_dir, {"accuracy": acc, "heldout_examples": len(data.heldout_labels),
-                                           "steps": args.Iterations, "workers": n_workers,
+                                           "steps": step, "target": args.Iterations, "start_step": start,
+                                           "stopped_by": stopped_by, "workers": n_workers,
                                            "strategy": "ParameterServerStrategy"})
 
     return train
@@ -86,6 +104,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="number of workers")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    shared_stop_request()  # from the start: a time-limit warning may come before training does
     tf.get_logger().setLevel(logging.WARNING)
     if args.ps < 1:
         raise UsageError(bad_value("--ps", args.ps, "at least 1 parameter server"))

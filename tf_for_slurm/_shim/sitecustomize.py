@@ -5,6 +5,9 @@
   program's own subprocesses still start (the kernel refuses an environment string over 128 KiB).
 - TF_SLURM_SESSION_FILTERS (TF1 ps/worker tasks): a session whose master is this task's own server,
   made without device filters, gets them, so a worker's session never waits for the other workers.
+- TF_SLURM_SIGNAL_HOLD (seconds): a SIGUSR1/SIGUSR2 that arrives before the program handles it
+  is held that long for tf_for_slurm's stop request instead of killing the process (srun passes
+  the time-limit warning to every process of the step at once, start-up included).
 Then any other sitecustomize further down sys.path runs as usual.
 """
 
@@ -35,6 +38,15 @@ if _filters and ":" in _self:
     from tf_slurm_session_filters import install as _install  # this shim's own directory
 
     _install([f for f in _filters.split(",") if f], _self.rsplit(":", 1)[1])
+
+_hold = _os.environ.get("TF_SLURM_SIGNAL_HOLD", "")
+if _hold:
+    try:
+        from tf_for_slurm.stop_request import hold_warning_signals as _hold_signals
+
+        _hold_signals(float(_hold))
+    except (ImportError, ValueError):  # another Python without tf_for_slurm, or a bad value: as before
+        pass
 
 _here = _os.path.dirname(_os.path.abspath(__file__))
 for _entry in _sys.path:

@@ -7,14 +7,14 @@ the function `launch` on this package.)
 
 from .done_queue import (QueueManagementHook, create_done_queue, create_done_queues, report_done,
                          reporter_index, reporter_tasks, reporting_done)
-from .hooks import BarrierOnChiefHook, BarrierTimeout, PrintStepHook, SessionHook
+from .hooks import BarrierOnChiefHook, BarrierTimeout, PrintStepHook, SessionHook, StopOnSignalHook
 from .launch import TrainContext, chief_of, launch
 from .ps_wait import EXIT_OK, EXIT_TIMEOUT, EXIT_WORKER_LOST, wait_for_workers
 from .server import check_port_free, configure_gpus, device_filters, session_config, start_server
 
 __all__ = [
     "BarrierOnChiefHook", "BarrierTimeout", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_WORKER_LOST",
-    "PrintStepHook", "QueueManagementHook", "SessionHook", "TrainContext", "check_port_free",
+    "PrintStepHook", "QueueManagementHook", "SessionHook", "StopOnSignalHook", "TrainContext", "check_port_free",
     "chief_of", "configure_gpus", "create_done_queue", "create_done_queues", "device_filters",
     "launch", "report_done", "reporter_index", "reporter_tasks", "reporting_done",
     "session_config", "start_server", "wait_for_workers",

@@ -194,3 +194,44 @@ class BarrierOnChiefHook(SessionHook):
             except tf.errors.DeadlineExceededError:
                 continue
         log.info("chief: all %d workers are up, training starts", self.n_workers)
+
+
+class StopOnSignalHook(SessionHook):
+    """Stop training at the next step once a stop signal arrived (see `tf_for_slurm.stop_request`).
+
+    MonitoredTrainingSession then ends as it does at the target: the chief's CheckpointSaverHook
+    writes a checkpoint at the current global step in its `end()`, workers report done and the
+    ps exit 0; a rerun on the same checkpoint directory resumes from that step.  The default
+    request is the process's shared one (SIGUSR1 and SIGTERM; TF_SLURM_STOP_SIGNALS).
+    """
+
+    def __init__(self, stop: Any = None, name: str = "this task"):
+        if stop is None:
+            from ..stop_request import shared_stop_request
+
+            stop = shared_stop_request()
+        self.stop = stop
+        self.name = name
+        self.stopped_at_step: Optional[int] = None
+        self._step: Any = None
+
+    def begin(self) -> None:
+        import tensorflow as tf
+
+        self._step = tf.compat.v1.train.get_global_step()
+
+    def before_run(self, run_context: Any) -> Any:
+        if self._step is None:
+            return None
+        import tensorflow as tf
+
+        return tf.compat.v1.train.SessionRunArgs(self._step)
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        if not self.stop.requested or self.stopped_at_step is not None:
+            return
+        step = run_values.results if self._step is not None else None
+        self.stopped_at_step = int(step) if step is not None else -1
+        log.warning("%s: SIG%s: stopping at global step %s, %.1f s after the signal", self.name,
+                    self.stop.signal, step if step is not None else "?", self.stop.seconds_since() or 0.0)
+        run_context.request_stop()

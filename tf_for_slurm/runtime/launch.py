@@ -11,6 +11,10 @@
   when every task has exited.  With `ps_fast_exit=False` the status is returned instead.
 - chief / worker: starts its server and calls `train_fn(ctx)` with a `TrainContext`, then
   reports done (also when `train_fn` raises: the exception is re-raised after the report).
+- stop signals (`stop_on_signal=True`): SIGUSR1 (Slurm's time-limit warning) and SIGTERM
+  (scancel, preemption) make trainers stop at their next step through `StopOnSignalHook` in
+  `ctx.hooks` (`ctx.stop` is the request); the chief's checkpoint is written as at the target,
+  then the workers report and the ps exit 0.  A ps keeps serving on those signals.
 - evaluator: starts its server (device filters: ps + itself), calls `train_fn(ctx)` and does
   not report: the ps does not wait for it, so it should evaluate from checkpoints.
 
@@ -41,11 +45,13 @@ from ..errors import TfSlurmError, UsageError, bad_value
 from ..liveness import port_accepts, port_state
 from ..plan import ClusterPlan
 from .done_queue import report_done, reporter_index, reporter_tasks
-from .hooks import BarrierOnChiefHook, PrintStepHook
+from .hooks import BarrierOnChiefHook, PrintStepHook, StopOnSignalHook
 from .ps_wait import wait_for_workers
 from .server import device_filters, session_config, start_server
 
 log = logging.getLogger(__name__)
+#: what a ps logs on SIGUSR1/SIGTERM: it must outlive the chief's checkpoint, which reads its variables
+PS_ON_SIGNAL = "this ps keeps serving until every worker reported (the chief's checkpoint reads its variables)"
 
 
 def chief_of(plan: ClusterPlan) -> Any:
@@ -74,6 +80,7 @@ class TrainContext:
     num_ps: int
     hooks: tuple  # hooks launch recommends (barrier, step printing); add your own
     session_config: Any = None  # ConfigProto with this task's device filters / GPU options
+    stop: Any = None  # the StopRequest set by SIGUSR1/SIGTERM (None: launch(stop_on_signal=False))
 
     @property
     def target(self) -> str:
@@ -136,7 +143,7 @@ def _fast_worker_session_creator(scaffold: Any, master: str, config: Any, max_wa
 
 
 def _context(server: Any, plan: ClusterPlan, gpu_memory_fraction: Optional[float], barrier: bool,
-             barrier_timeout: float, print_every_n_steps: Optional[int]) -> TrainContext:
+             barrier_timeout: float, print_every_n_steps: Optional[int], stop: Any = None) -> TrainContext:
     me = plan.me
     chief = chief_of(plan)
     n_reporters = len(reporter_tasks(plan))
@@ -146,10 +153,13 @@ def _context(server: Any, plan: ClusterPlan, gpu_memory_fraction: Optional[float
                                         timeout_s=barrier_timeout))
     if print_every_n_steps:
         hooks.append(PrintStepHook(print_every_n_steps, name=f"{me.role}:{me.index}"))
+    if stop is not None and me.role != "evaluator":
+        hooks.append(StopOnSignalHook(stop, name=f"{me.role}:{me.index}"))
     return TrainContext(server=server, plan=plan, job_type=me.role, task_index=me.index,
                         is_chief=me.rank == chief.rank, num_workers=n_reporters,
                         num_ps=plan.count("ps"), hooks=tuple(hooks),
-                        session_config=session_config(plan, gpu_memory_fraction=gpu_memory_fraction))
+                        session_config=session_config(plan, gpu_memory_fraction=gpu_memory_fraction),
+                        stop=stop)
 
 
 class PsLost(TfSlurmError):
@@ -310,7 +320,7 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
            startup_grace: float = 120.0, timeout: Optional[float] = None, barrier: bool = False,
            barrier_timeout: float = 300.0, print_every_n_steps: Optional[int] = None,
            report_timeout: float = 30.0, ps_fast_exit: bool = True, watch_ps: bool = True,
-           late_start_grace: float = 30.0, supervise: bool = True) -> int:
+           late_start_grace: float = 30.0, supervise: bool = True, stop_on_signal: bool = True) -> int:
     """Run this task's part of the cluster; return its exit status (callers `sys.exit` it)."""
     if not callable(train_fn):
         raise UsageError(bad_value("train_fn", train_fn, "a callable taking a TrainContext"))
@@ -327,14 +337,20 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         plan = plan_from_env(tasks=tasks, ps=ps)
     elif tasks is not None or ps is not None:
         raise UsageError(bad_value("tasks/ps", (tasks, ps), "None when plan= is given"))
-    if not isinstance(supervise, bool):
-        raise UsageError(bad_value("supervise", supervise, "True or False"))
+    for name, flag in (("supervise", supervise), ("stop_on_signal", stop_on_signal)):
+        if not isinstance(flag, bool):
+            raise UsageError(bad_value(name, flag, "True or False"))
     supervised = _under_exec(os.environ)
     if supervise and not supervised and _can_supervise(plan, os.environ):
         _reexec_under_exec(plan)  # does not return
     me = plan.me
     if me.role != "evaluator":
         chief_of(plan)  # reject plans without worker/chief before starting anything
+    stop = None
+    if stop_on_signal:  # before the server starts: a time-limit warning can come at any moment
+        from ..stop_request import shared_stop_request
+
+        stop = shared_stop_request(what=PS_ON_SIGNAL if me.role == "ps" else None)
     server = start_server(plan, gpu_memory_fraction=gpu_memory_fraction)
     if me.role == "ps":
         # under exec the supervisor ends this ps when a worker is lost: only the done queue is read here
@@ -345,7 +361,7 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         if ps_fast_exit:
             _fast_exit(status, "ps")
         return status
-    ctx = _context(server, plan, gpu_memory_fraction, barrier, barrier_timeout, print_every_n_steps)
+    ctx = _context(server, plan, gpu_memory_fraction, barrier, barrier_timeout, print_every_n_steps, stop)
     if me.role == "evaluator" or not ctx.num_ps:
         train_fn(ctx)
         return 0

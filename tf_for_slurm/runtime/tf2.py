@@ -267,6 +267,10 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
         raise UsageError(bad_value("task", f"{me.role}:{me.index}",
                                    "a 'ps' or 'worker' task (the chief coordinates: use parameter_server_strategy())"))
     _gpus(plan)
+    from ..stop_request import shared_stop_request
+
+    # SIGUSR1/SIGTERM: keep serving; the coordinator stops, checkpoints through us, then says done
+    shared_stop_request(what="this server keeps serving until the coordinator says done")
     import tensorflow as tf
 
     server = tf.distribute.Server(tf.train.ClusterSpec(_cluster_spec_dict(plan)), job_name=me.role,

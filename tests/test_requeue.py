@@ -1,0 +1,246 @@
+"""The pieces of checkpoint-and-requeue with plain data: the requeue decision, the checkpoint step,
+the stop delay, signals to a stop request (also through real signals), and batch-step end to end
+with stand-ins for srun, squeue and scontrol."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tf_for_slurm.errors import UsageError
+from tf_for_slurm.requeue import (EXIT_REQUEUE_LIMIT, EXIT_TERMINATED, checkpoint_step, count_from, decide,
+                                  signal_name, stop_delay)
+from tf_for_slurm.stop_request import StopRequest, signals_from_env
+
+REPO = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+# -- the decision ------------------------------------------------------------------------------
+@pytest.mark.parametrize("sig,status,restarts,limit,step,target,requeue,exit_status,words", [
+    ("USR1", 0, 0, 10, 300, 800, True, 0, ["requeue 1 of at most 10", "global step 300", "towards 800"]),
+    ("SIGUSR1", 0, 9, 10, 700, 800, True, 0, ["requeue 10 of at most 10"]),
+    ("10", 0, 0, 10, None, None, True, 0, ["no checkpoint yet"]),
+    ("USR2", 0, 0, 10, 1, 800, True, 0, ["SIGUSR2"]),
+    # the limit
+    ("USR1", 0, 10, 10, 700, 800, False, EXIT_REQUEUE_LIMIT, ["after 10 requeues", "TF_SLURM_MAX_REQUEUES=10"]),
+    ("USR1", 0, 0, 0, 700, 800, False, EXIT_REQUEUE_LIMIT, ["limit"]),
+    # a failed step is never requeued, whatever the signal
+    ("USR1", 1, 0, 10, 300, 800, False, 1, ["failed (status 1)"]),
+    ("USR1", 143, 0, 10, 300, 800, False, 143, ["failed"]),
+    ("", 3, 0, 10, None, None, False, 3, ["failed (status 3)"]),
+    # no signal: training ended on its own
+    ("", 0, 0, 10, 800, 800, False, 0, ["without a time-limit warning"]),
+    (None, 0, 2, 10, 800, 800, False, 0, ["without"]),
+    # the target reached before the warning mattered
+    ("USR1", 0, 0, 10, 800, 800, False, 0, ["at the target"]),
+    ("USR1", 0, 0, 10, 900, 800, False, 0, ["at the target"]),
+    # SIGTERM: scancel or preemption, never requeued by us
+    ("TERM", 0, 0, 10, 300, 800, False, EXIT_TERMINATED, ["not a time-limit warning", "not requeued"]),
+    ("SIGTERM", 0, 0, 10, None, None, False, EXIT_TERMINATED, ["scancel"]),
+    ("HUP", 0, 0, 10, 300, 800, False, 1, ["not a time-limit warning"]),
+])
+def test_decide(sig, status, restarts, limit, step, target, requeue, exit_status, words):
+    d = decide(sig, status, restarts, limit, checkpoint_step=step, target=target)
+    assert (d.requeue, d.exit_status) == (requeue, exit_status), d
+    for w in words:
+        assert w in d.reason, (w, d.reason)
+
+
+@pytest.mark.parametrize("value,name", [("USR1", "USR1"), ("sigusr1", "USR1"), ("SIGTERM", "TERM"), ("15", "TERM"),
+                                        ("10", "USR1"), ("", ""), (None, ""), (" usr2 ", "USR2")])
+def test_signal_name(value, name):
+    assert signal_name(value) == name
+
+
+@pytest.mark.parametrize("text,step", [
+    ('model_checkpoint_path: "model.ckpt-800"\nall_model_checkpoint_paths: "model.ckpt-500"\n', 800),
+    ('model_checkpoint_path: "/abs/dir/model.ckpt-12"\n', 12),
+    ('model_checkpoint_path: "ckpt-3"\nall_model_checkpoint_paths: "ckpt-1"\n', 3),
+    ('all_model_checkpoint_paths: "ckpt-1"\n', None),
+    ('model_checkpoint_path: "weights"\n', None),
+    ("", None),
+    ('model_checkpoint_path: "a-b/ckpt-0"\n', 0),
+])
+def test_checkpoint_step(text, step):
+    assert checkpoint_step(text) == step
+
+
+@pytest.mark.parametrize("now,end,margin,delay", [
+    (100.0, 190.0, 30, 60.0),   # warned 90 s before the limit (60 s early): wait until 30 s are left
+    (100.0, 130.0, 30, 0.0),    # on time
+    (100.0, 110.0, 30, 0.0),    # late
+    (100.0, None, 30, 0.0),     # EndTime unknown: at once
+    (100.0, 400.0, 0, 300.0),
+])
+def test_stop_delay(now, end, margin, delay):
+    assert stop_delay(now, end, margin) == pytest.approx(delay)
+
+
+def test_count_from_env():
+    assert count_from({}, "TF_SLURM_MAX_REQUEUES", 10) == 10
+    assert count_from({"TF_SLURM_MAX_REQUEUES": " 3 "}, "TF_SLURM_MAX_REQUEUES", 10) == 3
+    for bad in ("-1", "x", "1.5"):
+        with pytest.raises(UsageError, match=r"TF_SLURM_MAX_REQUEUES='.*': expected a whole number"):
+            count_from({"TF_SLURM_MAX_REQUEUES": bad}, "TF_SLURM_MAX_REQUEUES", 10)
+
+
+# -- the stop request --------------------------------------------------------------------------
+def test_stop_request_records_the_first_signal_only():
+    now = [10.0]
+    stop = StopRequest(clock=lambda: now[0])
+    assert not stop.requested and stop.seconds_since() is None
+    assert stop.notify("SIGUSR1") is True
+    now[0] = 12.5
+    assert stop.notify("TERM") is False
+    assert stop.requested and stop.signal == "USR1" and stop.count == 2
+    assert stop.seconds_since() == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("value,names", [("", ("USR1", "TERM")), ("USR1", ("USR1",)), ("usr2,SIGTERM", ("USR2", "TERM")),
+                                         ("none", ()), ("0", ())])
+def test_stop_signals_from_env(value, names):
+    assert signals_from_env({"TF_SLURM_STOP_SIGNALS": value}) == names
+
+
+@pytest.mark.parametrize("value", ["KILL", "NOPE", "USR1,STOP"])
+def test_stop_signals_bad_names(value):
+    with pytest.raises(UsageError, match="TF_SLURM_STOP_SIGNALS="):
+        signals_from_env({"TF_SLURM_STOP_SIGNALS": value})
+
+
+def test_real_signal_sets_the_request_and_uninstall_restores():
+    before = signal.getsignal(signal.SIGUSR1)
+    with StopRequest(("USR1",)) as stop:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert stop.wait(5) and stop.signal == "USR1"
+    assert signal.getsignal(signal.SIGUSR1) == before
+
+
+HOLD_CHILD = textwrap.dedent("""
+    import os, signal, sys, time
+    from tf_for_slurm.stop_request import hold_warning_signals, shared_stop_request
+    hold_warning_signals(float(sys.argv[1]))
+    os.kill(os.getpid(), signal.SIGUSR1)   # the warning arrives before the program handles it
+    time.sleep(0.3)
+    if sys.argv[2] == "adopt":
+        stop = shared_stop_request()
+        print("requested", stop.requested, stop.signal, flush=True)
+        time.sleep(float(sys.argv[1]) + 1)  # the hold expires: a taken-over signal is not re-sent
+        print("alive", flush=True)
+    else:
+        time.sleep(float(sys.argv[1]) + 5)
+        print("not reached", flush=True)
+""")
+
+
+@pytest.mark.timeout(60)
+def test_early_warning_is_held_then_taken_over():
+    r = subprocess.run([PY, "-c", HOLD_CHILD, "1", "adopt"], capture_output=True, text=True, timeout=30,
+                       cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["requested", "True", "USR1", "alive"], r.stdout
+    assert "at start-up" in r.stderr
+
+
+@pytest.mark.timeout(60)
+def test_early_warning_nobody_takes_is_delivered_as_without_us():
+    r = subprocess.run([PY, "-c", HOLD_CHILD, "1", "ignore"], capture_output=True, text=True, timeout=30,
+                       cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == -signal.SIGUSR1, (r.returncode, r.stdout, r.stderr)
+    assert "not reached" not in r.stdout
+
+
+# -- batch-step end to end, with stand-ins for srun / squeue / scontrol ---------------------------
+FAKE_SRUN = """#!/bin/bash
+# a step that trains until told to stop: writes a checkpoint state at the step it reached
+trap 'echo "model_checkpoint_path: \\"model.ckpt-$FAKE_STEP\\"" > "$FAKE_DIR/checkpoint"; exit 0' USR1 TERM
+echo started > "$FAKE_DIR/started"
+for i in $(seq 1 40); do sleep 0.1; done
+echo "model_checkpoint_path: \\"model.ckpt-$FAKE_TARGET\\"" > "$FAKE_DIR/checkpoint"
+"""
+FAKE_SQUEUE = "#!/bin/bash\ndate -d @$(( $(date +%s) + ${FAKE_LEFT:-100} )) +%Y-%m-%dT%H:%M:%S\n"
+FAKE_SCONTROL = "#!/bin/bash\necho \"$@\" >> \"$FAKE_DIR/scontrol.args\"\nexit ${FAKE_SCONTROL_RC:-0}\n"
+
+
+@pytest.fixture
+def fake_slurm(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("srun", FAKE_SRUN), ("squeue", FAKE_SQUEUE), ("scontrol", FAKE_SCONTROL)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_DIR": str(tmp_path),
+           "SLURM_JOB_ID": "77", "PYTHONPATH": str(REPO), "FAKE_STEP": "300", "FAKE_TARGET": "800"}
+    env.pop("SLURM_RESTART_COUNT", None)
+    env.pop("TF_SLURM_MAX_REQUEUES", None)
+    return tmp_path, env
+
+
+def _batch_step(tmp_path, env, signo=None, *extra):
+    (tmp_path / "started").unlink(missing_ok=True)
+    proc = subprocess.Popen([PY, "-m", "tf_for_slurm", "batch-step", "--checkpoint-dir", str(tmp_path),
+                             "--target", "800", *extra, "--", "srun", "x"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    if signo is not None:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "started").exists():
+            assert time.monotonic() < deadline, "the stand-in srun never started"
+            time.sleep(0.05)
+        proc.send_signal(signo)
+    out, err = proc.communicate(timeout=40)
+    return proc.returncode, out + err
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_warning_requeues_at_the_margin(fake_slurm):
+    tmp_path, env = fake_slurm
+    t0 = time.monotonic()
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "34"}, signal.SIGUSR1, "--warn-margin", "30")
+    assert rc == 0, log
+    assert time.monotonic() - t0 < 15, log  # told ~4 s after the warning (34 s left, margin 30)
+    m = re.search(r"SIGUSR1 \(3[34] s before the time limit\): telling the step's tasks to stop at their next step "
+                  r"in ([0-9]+) s", log)
+    assert m and 2 <= int(m.group(1)) <= 4, log
+    told = re.search(r"(\d\d):(\d\d):(\d\d) passed SIGUSR1 on to the step", log)
+    warned = re.search(r"(\d\d):(\d\d):(\d\d) SIGUSR1 \(", log)
+    secs = [int(a) * 3600 + int(b) * 60 + int(c) for a, b, c in (warned.groups(), told.groups())]
+    assert 2 <= (secs[1] - secs[0]) % 86400 <= 5, log
+    assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"]
+    assert "requeued job 77" in log and "requeue 1 of at most 10" in log and "global step 300" in log
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_no_requeue_on_sigterm_or_at_the_limit_or_at_the_target(fake_slurm):
+    tmp_path, env = fake_slurm
+    rc, log = _batch_step(tmp_path, env, signal.SIGTERM)
+    assert rc == EXIT_TERMINATED and "not a time-limit warning" in log, log
+    rc, log = _batch_step(tmp_path, {**env, "SLURM_RESTART_COUNT": "3"}, signal.SIGUSR1, "--max-requeues", "3",
+                          "--warn-margin", "1000")
+    assert rc == EXIT_REQUEUE_LIMIT and "after 3 requeues" in log, log
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_STEP": "800"}, signal.SIGUSR1, "--warn-margin", "1000")
+    assert rc == 0 and "at the target" in log, log
+    assert not (tmp_path / "scontrol.args").exists()
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_without_a_signal_ends_with_the_steps_status(fake_slurm):
+    tmp_path, env = fake_slurm
+    rc, log = _batch_step(tmp_path, env)
+    assert rc == 0 and "without a time-limit warning" in log and "srun exit status 0" in log, log
+    assert not (tmp_path / "scontrol.args").exists()
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_failed_requeue_says_why(fake_slurm):
+    tmp_path, env = fake_slurm
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_SCONTROL_RC": "1"}, signal.SIGUSR1, "--warn-margin", "1000")
+    assert rc == 1 and "scontrol requeue 77 failed" in log and "--requeue" in log, log

@@ -1,0 +1,198 @@
+"""`tf-slurm batch-step -- srun ...`: run a batch job's training step, pass it the time-limit
+warning at the right moment, and requeue the job when the warning stopped training early.
+
+Why a wrapper and not more bash: the templates need the same logic (signal timing, the first
+failing task's status, the requeue decision), and Python can be tested.  The batch shell traps
+SIGUSR1/SIGTERM (`--signal=B:USR1@N` signals only the batch shell) and passes them here.
+
+- SIGUSR1/SIGUSR2 (the warning): Slurm may send it up to 60 s early, so the step is told only
+  when `--warn-margin` seconds are left before the job's EndTime (at once if fewer are left or
+  EndTime is unknown); the tasks stop at their next step, the chief checkpoints, the ps exit 0.
+- SIGTERM (scancel, preemption): passed on at once; no requeue follows.
+- When the step ended: `tf_for_slurm.requeue.decide` with the checkpoint's step; a requeue runs
+  `scontrol requeue $SLURM_JOB_ID` (the job must be requeueable: `#SBATCH --requeue`).
+The printed lines say when each thing happened, so the delays can be read from the job's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import List, Mapping, Optional
+
+from .batch import first_failure, strict_int
+from .errors import UsageError, bad_value
+from .requeue import DEFAULT_MAX_REQUEUES, checkpoint_step, count_from, decide, stop_delay
+
+log = logging.getLogger(__name__)
+DEFAULT_WARN_MARGIN = 60
+
+
+def _say(message: str) -> None:
+    """One line in the job's log (stderr), with the wall-clock time the delays are read from."""
+    sys.stderr.write(f"tf-slurm batch-step: {time.strftime('%H:%M:%S')} {message}\n")
+    sys.stderr.flush()
+
+
+def job_end_time(job_id: str, run=subprocess.run) -> Optional[float]:
+    """The job's EndTime (epoch seconds) from squeue, or None when Slurm does not say."""
+    try:
+        res = run(["squeue", "-h", "-j", job_id, "-O", "EndTime"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = res.stdout.strip() if res.returncode == 0 else ""
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def read_checkpoint_step(directory: Optional[str]) -> Optional[int]:
+    """The step of the last checkpoint in `directory` (its TensorFlow 'checkpoint' file), if any."""
+    if not directory:
+        return None
+    try:
+        with open(os.path.join(directory, "checkpoint"), encoding="utf-8", errors="replace") as fh:
+            return checkpoint_step(fh.read())
+    except OSError:
+        return None
+
+
+class _Step:
+    """srun as a child: stderr copied through (and kept for the first failure), signals passed on."""
+
+    def __init__(self, job_id: str, warn_margin: float):
+        self.job_id, self.warn_margin = job_id, warn_margin
+        self.signal: str = ""
+        self.signal_time: Optional[float] = None
+        self.errors: List[str] = []
+        self.proc: Optional[subprocess.Popen] = None
+        self._early: Optional[int] = None  # a signal to pass on as soon as srun exists
+        self._copier = threading.Thread(target=self._copy, daemon=True)
+
+    def start(self, command: List[str]) -> None:
+        self.proc = subprocess.Popen(command, stderr=subprocess.PIPE)
+        self._copier.start()
+        if self._early is not None:
+            self._tell(self._early)
+
+    def _copy(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for raw in iter(self.proc.stderr.readline, b""):
+            sys.stderr.buffer.write(raw)
+            sys.stderr.flush()
+            line = raw.decode("utf-8", "replace")
+            if line.startswith("srun: error:"):
+                self.errors.append(line)
+
+    def handle(self, signo: int, _frame: object) -> None:
+        name = signal.Signals(signo).name[3:]
+        if self.signal:
+            _say(f"SIG{name} again: already passed on SIG{self.signal}")
+            return
+        self.signal, self.signal_time = name, time.time()
+        if name == "TERM":
+            _say("SIGTERM (scancel or preemption): passing it on to the step now; no requeue will follow")
+            self._tell(signo)
+            return
+        end = job_end_time(self.job_id)
+        delay = stop_delay(self.signal_time, end, self.warn_margin)
+        left = f"{end - self.signal_time:.0f} s before the time limit" if end else "time limit unknown"
+        _say(f"SIG{name} ({left}): telling the step's tasks to stop at their next step in {delay:.0f} s "
+             f"(WARN_MARGIN={self.warn_margin:g} s before the limit)")
+        if delay <= 0:
+            self._tell(signo)
+        else:
+            timer = threading.Timer(delay, self._tell, args=(signo,))
+            timer.daemon = True
+            timer.start()
+
+    def _tell(self, signo: int) -> None:
+        if self.proc is None:
+            self._early = signo
+            return
+        if self.proc.poll() is not None:
+            return
+        _say(f"passed SIG{signal.Signals(signo).name[3:]} on to the step (srun pid {self.proc.pid})")
+        try:
+            self.proc.send_signal(signo)
+        except ProcessLookupError:
+            pass
+
+    def wait(self) -> int:
+        assert self.proc is not None
+        rc = self.proc.wait()  # PEP 475: signal handlers run, the wait goes on
+        self._copier.join(timeout=10)
+        return rc if rc >= 0 else 128 - rc
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint-dir", metavar="DIR", help="the training's checkpoint directory (its "
+                        "'checkpoint' file names the last step saved)")
+    parser.add_argument("--target", help="the global-step target: a checkpoint at it means done")
+    parser.add_argument("--max-requeues", help="requeues allowed (default: TF_SLURM_MAX_REQUEUES, else 10)")
+    parser.add_argument("--warn-margin", default=None, help="seconds before the time limit at which the tasks are "
+                        f"told to stop (default: TF_SLURM_WARN_MARGIN, else {DEFAULT_WARN_MARGIN})")
+    parser.add_argument("--no-requeue", action="store_true", help="never requeue (the decision is still logged)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- srun ARGS...")
+
+
+def main(args: argparse.Namespace, env: Optional[Mapping[str, str]] = None) -> int:
+    """Run the step; exit with its first failure's status, or requeue the job."""
+    env = os.environ if env is None else env
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("no step command: expected 'tf-slurm batch-step [OPTIONS] -- srun ARGS...'")
+    job = env.get("SLURM_JOB_ID", "")
+    if not job:
+        raise UsageError("SLURM_JOB_ID is not set: expected to run in a batch job (sbatch)")
+    limit = (strict_int(args.max_requeues, "--max-requeues") if args.max_requeues is not None
+             else count_from(env, "TF_SLURM_MAX_REQUEUES", DEFAULT_MAX_REQUEUES))
+    margin = (strict_int(args.warn_margin, "--warn-margin") if args.warn_margin is not None
+              else count_from(env, "TF_SLURM_WARN_MARGIN", DEFAULT_WARN_MARGIN))
+    target = strict_int(args.target, "--target", 1) if args.target else None
+    if args.checkpoint_dir and not os.path.isdir(args.checkpoint_dir):
+        raise UsageError(bad_value("--checkpoint-dir", args.checkpoint_dir, "an existing directory"))
+    restarts = count_from(env, "SLURM_RESTART_COUNT", 0)
+    if restarts:
+        _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at "
+             f"{read_checkpoint_step(args.checkpoint_dir)})")
+    step = _Step(job, margin)
+    for signo in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):  # before srun starts: none is lost
+        signal.signal(signo, step.handle)
+    try:
+        step.start(command)
+    except OSError as exc:
+        raise UsageError(bad_value("command", command[0], f"a program that runs ({exc.strerror})")) from None
+    rc = step.wait()
+    status = first_failure("".join(step.errors), rc)
+    print(f"job {job}: srun exit status {rc}", flush=True)  # stdout, as the templates always said it
+    if rc != 0:
+        print(f"job {job}: exit status {status} (the first failing task's)", flush=True)
+    ckpt = read_checkpoint_step(args.checkpoint_dir)
+    since = f", {time.time() - step.signal_time:.1f} s after the signal" if step.signal_time else ""
+    _say(f"step ended with status {status}{since}; checkpoint at "
+         f"{'global step %d' % ckpt if ckpt is not None else 'none'}")
+    decision = decide(step.signal, status, restarts, limit, checkpoint_step=ckpt, target=target)
+    if decision.requeue and not args.no_requeue:
+        res = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+        if res.returncode != 0:
+            why = (res.stderr or res.stdout).strip().splitlines()
+            _say(f"scontrol requeue {job} failed ({why[-1] if why else res.returncode}): is the job "
+                 f"requeueable (#SBATCH --requeue)? ending with status 1")
+            return 1
+        _say(f"requeued job {job}{since}: {decision.reason}")
+        return 0
+    _say(f"not requeued: {decision.reason}" if step.signal or status else decision.reason)
+    return decision.exit_status if not (decision.requeue and args.no_requeue) else 0
+
+
+__all__ = ["add_arguments", "job_end_time", "main", "read_checkpoint_step"]

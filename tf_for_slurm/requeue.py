@@ -1,0 +1,108 @@
+"""After a training step ended in a batch job: requeue the job, end it, or fail it.
+
+Why a pure rule: the batch script knows only a few facts (which signal it got, the step's exit
+status, Slurm's restart count, how far the last checkpoint got) and the decision must be the
+same on every cluster and testable with plain values.  The `tf-slurm requeue` command gathers
+those facts and runs `scontrol requeue`; nothing here touches the environment.
+
+Rules, in order:
+1. a failed step is never requeued (its status is the job's);
+2. no warning signal: training ended on its own;
+3. a checkpoint already at the target: done, whatever the signal;
+4. SIGTERM is not a time-limit warning: a user's `scancel` or a preemption (Slurm requeues
+   preempted jobs itself when PreemptMode=REQUEUE); the checkpoint stays, no requeue;
+5. a warning (SIGUSR1 from `--signal=B:USR1@N`, or `scancel --batch --signal=USR1`) requeues,
+   at most `max_requeues` times.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from .errors import UsageError, bad_value
+
+DEFAULT_MAX_REQUEUES = 10
+#: exit status when the requeue limit is reached before the target (EX_TEMPFAIL: run it again)
+EXIT_REQUEUE_LIMIT = 75
+#: signals the templates treat as "time is nearly up: checkpoint and come back"
+WARNING_SIGNALS = ("USR1", "USR2")
+#: SIGTERM: scancel (without --signal) or preemption; 128 + 15 like a shell reports it
+EXIT_TERMINATED = 143
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the batch script does next: requeue (then nothing else matters) or exit with a status."""
+
+    requeue: bool
+    exit_status: int
+    reason: str
+
+
+def signal_name(value: Optional[str]) -> str:
+    """'SIGUSR1', 'usr1', '10' -> 'USR1'; '' / None -> '' (no signal). Unknown names are kept upper-case."""
+    text = (value or "").strip().upper()
+    if text.startswith("SIG"):
+        text = text[3:]
+    numbers = {"10": "USR1", "12": "USR2", "15": "TERM", "1": "HUP", "2": "INT"}
+    return numbers.get(text, text)
+
+
+def decide(signal: Optional[str], step_status: int, restart_count: int, max_requeues: int,
+           checkpoint_step: Optional[int] = None, target: Optional[int] = None) -> Decision:
+    """The next action of a batch job whose training step just ended (see the module rules)."""
+    sig = signal_name(signal)
+    where = f"global step {checkpoint_step}" if checkpoint_step is not None else "no checkpoint yet"
+    if step_status != 0:
+        return Decision(False, step_status, f"the training step failed (status {step_status}): not requeued")
+    if not sig:
+        return Decision(False, 0, f"training ended without a time-limit warning ({where})")
+    if target is not None and checkpoint_step is not None and checkpoint_step >= target:
+        return Decision(False, 0, f"SIG{sig}, but the checkpoint is at the target ({where} >= {target}): done")
+    if sig not in WARNING_SIGNALS:
+        return Decision(False, EXIT_TERMINATED if sig == "TERM" else 1,
+                        f"SIG{sig} is not a time-limit warning (scancel or preemption): checkpoint kept "
+                        f"({where}), not requeued")
+    if restart_count >= max_requeues:
+        return Decision(False, EXIT_REQUEUE_LIMIT,
+                        f"SIG{sig} after {restart_count} requeues, the limit (TF_SLURM_MAX_REQUEUES="
+                        f"{max_requeues}): not requeued again; the checkpoint ({where}) stays for a resubmission")
+    return Decision(True, 0, f"SIG{sig}: requeue {restart_count + 1} of at most {max_requeues}, to resume from "
+                             f"{where}" + (f" towards {target}" if target is not None else ""))
+
+
+def stop_delay(now: float, end_time: Optional[float], margin: float) -> float:
+    """Seconds to wait after a warning before telling the tasks to stop: until `margin` seconds
+    before the job's `end_time` (Slurm may warn up to 60 s early); 0 when unknown or already later."""
+    if end_time is None:
+        return 0.0
+    return max(0.0, end_time - margin - now)
+
+
+_CKPT_PATH = re.compile(r'^model_checkpoint_path:\s*"(.*)"\s*$', re.M)
+_STEP_SUFFIX = re.compile(r"-(\d+)$")
+
+
+def checkpoint_step(state_text: str) -> Optional[int]:
+    """The step of the latest checkpoint named in a TensorFlow `checkpoint` state file's text.
+
+    TF1 savers and `tf.train.CheckpointManager(checkpoint_number=step)` name checkpoints
+    `<prefix>-<step>`; None when the file names none or the name carries no number.
+    """
+    m = _CKPT_PATH.search(state_text)
+    if not m:
+        return None
+    s = _STEP_SUFFIX.search(m.group(1))
+    return int(s.group(1)) if s else None
+
+
+def count_from(env: Mapping[str, str], name: str, default: int) -> int:
+    """A non-negative integer variable of `env` (absent or empty: `default`), or one UsageError line."""
+    raw = env.get(name, "")
+    if raw.strip() == "":
+        return default
+    if not raw.strip().isdigit():
+        raise UsageError(bad_value(name, raw, "a whole number >= 0"))
+    return int(raw.strip())
