@@ -19,6 +19,11 @@
 #SBATCH --time=00:30:00
 #SBATCH --output=tf_mnist-%j.out
 
+# First: Slurm's time-limit warning (--signal=B:USR1@N) reaches only this shell, possibly the moment
+# it starts. The trap writes it down for `tf-slurm batch-step` (which reads the file), so it is never
+# lost and never kills the shell; SIGTERM (scancel, preemption) is written down the same way.
+warn_file="${TMPDIR:-/tmp}/tf_slurm-warning.${SLURM_JOB_ID:-0}.$$"
+for sig in USR1 USR2 TERM; do trap "echo $sig \$(date +%s.%N) >>\"\$warn_file\"" "$sig"; done
 set -euo pipefail
 
 # ---------------------------------- settings (environment wins) ----------------------------------
@@ -114,23 +119,22 @@ echo "job $SLURM_JOB_ID: $NTASKS tasks on ${SLURM_JOB_NODELIST:-?} ($NUM_PS ps, 
 
 echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParams=ports)}"
 # The step runs under `tf-slurm batch-step`, which: passes the time-limit warning on to every task
-# WARN_MARGIN s before the limit (--signal=B: reaches only this shell, and up to 60 s early), so
+# WARN_MARGIN s before the limit (Slurm may warn up to 60 s early; see the trap at the top), so
 # training stops at its next step and the chief checkpoints; exits with the first failing task's
 # status (srun's own is the highest, 143 for tasks it ended); and requeues the job when the warning
 # stopped training before ITERATIONS (at most MAX_REQUEUES times; never after a failure or a
 # SIGTERM from scancel). The requeued run resumes from MODEL_DIR's last checkpoint.
-trap '' USR1 USR2 TERM                  # batch-step starts with them ignored, then handles them
 "$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" --target "$ITERATIONS" --max-requeues "$MAX_REQUEUES" \
-    --warn-margin "$WARN_MARGIN" -- \
+    --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
     srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
     "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" --sidecar-log-level "$PS_LOG_LEVEL" -- \
     "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" &
 step=$!
-for sig in USR1 USR2 TERM; do trap "kill -$sig $step 2>/dev/null || true" "$sig"; done
 status=0
 while :; do
     wait "$step" && status=0 || status=$?
-    kill -0 "$step" 2>/dev/null || break   # still running: a signal interrupted the wait
+    kill -0 "$step" 2>/dev/null || break   # still running: a signal (the trap) interrupted the wait
 done
+rm -f "$warn_file"
 exit "$status"

@@ -20,6 +20,11 @@
 #SBATCH --time=01:00:00
 #SBATCH --output=tf_job-%j.out
 
+# First: Slurm's time-limit warning (--signal=B:USR1@N) reaches only this shell, possibly the moment
+# it starts. The trap writes it down for `tf-slurm batch-step` (which reads the file), so it is never
+# lost and never kills the shell; SIGTERM (scancel, preemption) is written down the same way.
+warn_file="${TMPDIR:-/tmp}/tf_slurm-warning.${SLURM_JOB_ID:-0}.$$"
+for sig in USR1 USR2 TERM; do trap "echo $sig \$(date +%s.%N) >>\"\$warn_file\"" "$sig"; done
 set -euo pipefail
 
 # ---------------------------------- settings (environment wins) ----------------------------------
@@ -27,6 +32,8 @@ IB="${IB:-auto}"                        # auto: <node>-ib (or TF_SLURM_IB_TEMPLA
                                         # they resolve for every node, else host names; IB / NoIB force
 NUM_PS="${NUM_PS:-1}"                   # parameter servers: the first NUM_PS tasks (0: workers only,
                                         # e.g. MultiWorkerMirroredStrategy)
+TASKS="${TASKS:-}"                      # or one role per task, e.g. chief,ps,worker,worker for
+                                        # ParameterServerStrategy (then NUM_PS is counted from it)
 LOG_LEVEL="${LOG_LEVEL:-INFO}"          # tf_for_slurm logging: DEBUG INFO WARNING ERROR
 PS_LOG_LEVEL="${PS_LOG_LEVEL:-WARNING}" # supervisor logging level (psSidecarLoggingLevel)
 DATA_DIR="${DATA_DIR:-$HOME/data}"      # exported for your script (and usable in TRAIN_ARGS)
@@ -50,6 +57,13 @@ die() { echo "tf_slurm_job.sh: error: $*" >&2; exit 2; }
 (($# > 0)) && shift
 TRAIN_ARGS=("$@")                       # or write your flags here, e.g. (--data_dir "$DATA_DIR")
 [[ "$IB" == auto || "$IB" == IB || "$IB" == NoIB ]] || die "IB='$IB': expected auto, IB or NoIB"
+if [[ -n "$TASKS" ]]; then
+    [[ "$TASKS" =~ ^[a-z]+(,[a-z]+)*$ ]] || die "TASKS='$TASKS': expected roles separated by commas, e.g. chief,ps,worker"
+    NUM_PS=0; for role in ${TASKS//,/ }; do if [[ "$role" == ps ]]; then NUM_PS=$((NUM_PS + 1)); fi; done
+    ROLES=(--tasks "$TASKS")
+else
+    ROLES=(--ps "$NUM_PS")
+fi
 [[ "$NUM_PS" =~ ^[0-9]+$ ]] || die "NUM_PS='$NUM_PS': expected an integer >= 0"
 [[ "$SYNC" == 0 || "$SYNC" == 1 ]] || die "SYNC='$SYNC': expected 0 or 1"
 [[ "$WARN_MARGIN" =~ ^[0-9]{1,6}$ ]] || die "WARN_MARGIN='$WARN_MARGIN': expected seconds, an integer >= 0"
@@ -112,23 +126,22 @@ echo "job $SLURM_JOB_ID: $NTASKS tasks on ${SLURM_JOB_NODELIST:-?} ($NUM_PS ps),
 
 echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParams=ports)}"
 # The step runs under `tf-slurm batch-step`, which: passes the time-limit warning on to every task
-# WARN_MARGIN s before the limit (--signal=B: reaches only this shell, and up to 60 s early), so
+# WARN_MARGIN s before the limit (Slurm may warn up to 60 s early; see the trap at the top), so
 # training stops at its next step and the chief checkpoints; exits with the first failing task's
 # status (srun's own is the highest, 143 for tasks it ended); and requeues the job when the warning
 # stopped training before TARGET (when set) (at most MAX_REQUEUES times; never after a failure or a
 # SIGTERM from scancel). The requeued run resumes from MODEL_DIR's last checkpoint.
-trap '' USR1 USR2 TERM                  # batch-step starts with them ignored, then handles them
 "$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" ${TARGET:+--target "$TARGET"} --max-requeues "$MAX_REQUEUES" \
-    --warn-margin "$WARN_MARGIN" -- \
+    --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
     srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
-    "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" \
+    "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec "${ROLES[@]}" \
     --sidecar-log-level "$PS_LOG_LEVEL" -- "$PYTHON" "$TRAIN_SCRIPT" "${TRAIN_ARGS[@]}" &
 step=$!
-for sig in USR1 USR2 TERM; do trap "kill -$sig $step 2>/dev/null || true" "$sig"; done
 status=0
 while :; do
     wait "$step" && status=0 || status=$?
-    kill -0 "$step" 2>/dev/null || break   # still running: a signal interrupted the wait
+    kill -0 "$step" 2>/dev/null || break   # still running: a signal (the trap) interrupted the wait
 done
+rm -f "$warn_file"
 exit "$status"

@@ -94,8 +94,9 @@ def mnist_run(slurm_cluster, tmp_path_factory):
     model = tmp / "model"
     out = tmp / "job-%j.out"
     t0 = time.monotonic()
-    job, rc = slurm_cluster.sbatch_wait(["-o", str(out), str(TEMPLATE)], timeout=300,
-                                        env=_template_env(tmp, model, 400), cwd=str(tmp))
+    job, info = slurm_cluster.sbatch_poll(["-o", str(out), str(TEMPLATE)], timeout=300,
+                                          env=_template_env(tmp, model, 400), cwd=str(tmp))
+    rc = int(info["ExitCode"].split(":")[0])
     elapsed = time.monotonic() - t0
     log = (tmp / f"job-{job}.out").read_text()
     return {"job": job, "rc": rc, "tmp": tmp, "model": model, "log": log, "elapsed": elapsed,
@@ -132,31 +133,6 @@ def test_template_checkpoint_and_accuracy(mnist_run):
     assert metrics["accuracy"] >= 0.95, metrics  # held-out real digits (never trained on)
     m = re.search(r"held-out accuracy: ([0-9.]+) on (\d+) examples", mnist_run["log"])
     assert m and float(m.group(1)) >= 0.95 and int(m.group(2)) >= 1000
-
-
-@needs_mnist
-@pytest.mark.timeout(400)
-def test_template_rerun_resumes_from_checkpoint(slurm_cluster, mnist_run):
-    tmp, model = mnist_run["tmp"], mnist_run["model"]
-    before = json.loads((model / "metrics.json").read_text())["global_step"]
-    # the last checkpoint (async workers may add a step after the chief's final evaluation)
-    saved = int(re.search(r'^model_checkpoint_path: ".*model\.ckpt-(\d+)"', (model / "checkpoint").read_text(),
-                          re.M).group(1))
-    assert before <= saved <= before + 2
-    out = tmp / "rerun-%j.out"
-    job, info = slurm_cluster.sbatch_poll(["-o", str(out), str(TEMPLATE)], timeout=300,
-                                          env=_template_env(tmp, model, before + 100, tmp / "times2"),
-                                          cwd=str(tmp))
-    log = (tmp / f"rerun-{job}.out").read_text()
-    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", log[-4000:]
-    # the chief restored exactly the last checkpoint; every worker went on from there (async: a
-    # worker may already have added a step when another one reads the global step)
-    assert f"Restoring parameters from {model}/model.ckpt-{saved}" in log, log[-4000:]
-    resumed = [int(x) for x in re.findall(rf"resumed from {re.escape(str(model))}/model\.ckpt-{saved} at global step (\d+)", log)]
-    assert len(resumed) == 2 and all(saved <= r <= saved + 2 for r in resumed), resumed
-    after = json.loads((model / "metrics.json").read_text())
-    assert saved <= after["start_global_step"] <= saved + 2
-    assert before + 100 <= after["global_step"] < before + 200  # continued, not restarted
 
 
 @needs_mnist

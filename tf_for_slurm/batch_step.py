@@ -32,6 +32,7 @@ from .requeue import DEFAULT_MAX_REQUEUES, checkpoint_step, count_from, decide, 
 
 log = logging.getLogger(__name__)
 DEFAULT_WARN_MARGIN = 60
+WARN_POLL = 0.2  # seconds between looks at --warn-file
 
 
 def _say(message: str) -> None:
@@ -71,6 +72,7 @@ class _Step:
         self.job_id, self.warn_margin = job_id, warn_margin
         self.signal: str = ""
         self.signal_time: Optional[float] = None
+        self.told_time: Optional[float] = None
         self.errors: List[str] = []
         self.proc: Optional[subprocess.Popen] = None
         self._early: Optional[int] = None  # a signal to pass on as soon as srun exists
@@ -91,12 +93,14 @@ class _Step:
             if line.startswith("srun: error:"):
                 self.errors.append(line)
 
-    def handle(self, signo: int, _frame: object) -> None:
+    def handle(self, signo: int, _frame: object, when: Optional[float] = None) -> None:
         name = signal.Signals(signo).name[3:]
         if self.signal:
             _say(f"SIG{name} again: already passed on SIG{self.signal}")
             return
-        self.signal, self.signal_time = name, time.time()
+        self.signal, self.signal_time = name, time.time() if when is None else when
+        if when is not None:
+            _say(f"SIG{name} reached the batch shell at {time.strftime('%H:%M:%S', time.localtime(when))}")
         if name == "TERM":
             _say("SIGTERM (scancel or preemption): passing it on to the step now; no requeue will follow")
             self._tell(signo)
@@ -113,21 +117,44 @@ class _Step:
             timer.daemon = True
             timer.start()
 
+    def _read_warn_file(self, path: Optional[str]) -> None:
+        """The batch shell's trap appends 'USR1 <epoch>' here (--signal=B: signals only that shell)."""
+        if self.signal or not path:
+            return
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                first = fh.readline().split()
+        except OSError:
+            return
+        if first and hasattr(signal, f"SIG{first[0]}"):
+            try:
+                when = float(first[1]) if len(first) > 1 else None
+            except ValueError:
+                when = None
+            self.handle(getattr(signal, f"SIG{first[0]}"), None, when)
+
     def _tell(self, signo: int) -> None:
         if self.proc is None:
             self._early = signo
             return
         if self.proc.poll() is not None:
             return
+        self.told_time = time.time()
         _say(f"passed SIG{signal.Signals(signo).name[3:]} on to the step (srun pid {self.proc.pid})")
         try:
             self.proc.send_signal(signo)
         except ProcessLookupError:
             pass
 
-    def wait(self) -> int:
+    def wait(self, warn_file: Optional[str] = None) -> int:
+        """srun's status; meanwhile, every WARN_POLL s, a signal the batch shell wrote to `warn_file`."""
         assert self.proc is not None
-        rc = self.proc.wait()  # PEP 475: signal handlers run, the wait goes on
+        while True:
+            try:
+                rc = self.proc.wait(timeout=WARN_POLL if warn_file else None)
+                break
+            except subprocess.TimeoutExpired:
+                self._read_warn_file(warn_file)
         self._copier.join(timeout=10)
         return rc if rc >= 0 else 128 - rc
 
@@ -139,6 +166,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-requeues", help="requeues allowed (default: TF_SLURM_MAX_REQUEUES, else 10)")
     parser.add_argument("--warn-margin", default=None, help="seconds before the time limit at which the tasks are "
                         f"told to stop (default: TF_SLURM_WARN_MARGIN, else {DEFAULT_WARN_MARGIN})")
+    parser.add_argument("--warn-file", metavar="FILE", help="where the batch shell's trap writes 'USR1 <epoch "
+                        "seconds>' (read every 0.2 s): the shell gets --signal=B: warnings, this process may not")
     parser.add_argument("--no-requeue", action="store_true", help="never requeue (the decision is still logged)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- srun ARGS...")
 
@@ -172,7 +201,7 @@ def main(args: argparse.Namespace, env: Optional[Mapping[str, str]] = None) -> i
         step.start(command)
     except OSError as exc:
         raise UsageError(bad_value("command", command[0], f"a program that runs ({exc.strerror})")) from None
-    rc = step.wait()
+    rc = step.wait(args.warn_file)
     status = first_failure("".join(step.errors), rc)
     print(f"job {job}: srun exit status {rc}", flush=True)  # stdout, as the templates always said it
     if rc != 0:
@@ -189,7 +218,8 @@ def main(args: argparse.Namespace, env: Optional[Mapping[str, str]] = None) -> i
             _say(f"scontrol requeue {job} failed ({why[-1] if why else res.returncode}): is the job "
                  f"requeueable (#SBATCH --requeue)? ending with status 1")
             return 1
-        _say(f"requeued job {job}{since}: {decision.reason}")
+        told = f", {time.time() - step.told_time:.1f} s after the tasks were told" if step.told_time else ""
+        _say(f"requeued job {job}{since}{told}: {decision.reason}")
         return 0
     _say(f"not requeued: {decision.reason}" if step.signal or status else decision.reason)
     return decision.exit_status if not (decision.requeue and args.no_requeue) else 0

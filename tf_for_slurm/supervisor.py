@@ -216,8 +216,10 @@ class _Signals:
         self._wake.poke()
 
     def __exit__(self, *exc: object) -> None:
+        # the command is gone: a late time-limit warning must not kill this supervisor (the task
+        # would end 138, a failure); everything else gets its previous handler back
         for signo, handler in self._previous.items():
-            signal.signal(signo, handler)
+            signal.signal(signo, signal.SIG_IGN if signo in (signal.SIGUSR1, signal.SIGUSR2) else handler)
 
 
 def _keepalive(sock: socket.socket, timing: Timing) -> None:

@@ -87,7 +87,10 @@ def stop_agreement(strategy: Any, stop: Any) -> Callable[[], bool]:
     @tf.function
     def _total(flag: Any) -> Any:
         def replica(value: Any) -> Any:
-            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, value)
+            # an op on the input (not the input itself): an input has no device to reduce to and
+            # MWMS refuses it ("destinations can not be empty", TF 2.21)
+            local = value * tf.ones([])
+            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local)
 
         return strategy.experimental_local_results(strategy.run(replica, args=(flag,)))[0]
 
