@@ -244,3 +244,52 @@ def test_batch_step_failed_requeue_says_why(fake_slurm):
     tmp_path, env = fake_slurm
     rc, log = _batch_step(tmp_path, {**env, "FAKE_SCONTROL_RC": "1"}, signal.SIGUSR1, "--warn-margin", "1000")
     assert rc == 1 and "scontrol requeue 77 failed" in log and "--requeue" in log, log
+
+
+def test_stop_on_signal_hook_requests_a_stop_once_the_signal_arrived():
+    from tf_for_slurm.runtime.hooks import StopOnSignalHook
+
+    class RunContext:
+        stops = 0
+
+        def request_stop(self):
+            self.stops += 1
+
+    class Values:
+        results = 412
+
+    stop = StopRequest()
+    hook = StopOnSignalHook(stop, name="worker:0")  # begin() (TensorFlow) not needed for the decision
+    ctx = RunContext()
+    hook.after_run(ctx, Values())
+    assert ctx.stops == 0 and hook.stopped_at_step is None
+    stop.notify("USR1")
+    hook.after_run(ctx, Values())
+    hook.after_run(ctx, Values())
+    assert ctx.stops == 1 and hook.stopped_at_step == -1  # no global step tensor: step unknown
+
+
+def test_launch_refuses_a_non_bool_stop_on_signal():
+    from tf_for_slurm.runtime import launch
+
+    with pytest.raises(UsageError, match="stop_on_signal="):
+        launch(lambda ctx: None, tasks=["ps", "worker"], stop_on_signal="yes")
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_sigterm_after_a_warning_is_passed_on_and_prevents_the_requeue(fake_slurm):
+    tmp_path, env = fake_slurm
+    (tmp_path / "started").unlink(missing_ok=True)
+    proc = subprocess.Popen([PY, "-m", "tf_for_slurm", "batch-step", "--target", "800", "--checkpoint-dir",
+                             str(tmp_path), "--warn-margin", "30", "--", "srun", "x"], env={**env, "FAKE_LEFT": "100"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGUSR1)  # 100 s left: the tasks would be told in 70 s, but the user cancels
+    proc.send_signal(signal.SIGTERM)  # (either order ends the same way)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == EXIT_TERMINATED, out
+    assert "passed SIGTERM on to the step" in out and "not a time-limit warning" in out, out
+    assert not (tmp_path / "scontrol.args").exists()

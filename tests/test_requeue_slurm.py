@@ -67,6 +67,19 @@ def requeued(slurm_cluster, tmp_path_factory) -> Dict[str, dict]:
                         str(EXAMPLES / "tf2_parameter_server.py"), "--data_dir", str(MNIST), "--model_dir", str(model),
                         "--Iterations", str(PSS_TARGET), "--ps", "1", "--workers", "2"],
         {**base, "MODEL_DIR": str(model), "TASKS": "chief,ps,worker,worker", "TARGET": str(PSS_TARGET)}, tmp))
+    # a 4th job that a user cancels (plain scancel: SIGTERM, KillWait=5 s later SIGKILL) mid-training
+    model = tmp / "cancel"
+    jobs["cancel"] = dict(model=model, target=100000, job=_submit(
+        slurm_cluster, ["-o", str(tmp / "cancel-%j.out"), str(MNIST_TEMPLATE)],
+        {**base, "MODEL_DIR": str(model), "ITERATIONS": "100000", "NUM_PS": "1", "WARN_MARGIN": "0"}, tmp))
+    log = tmp / f"cancel-{jobs['cancel']['job']}.out"
+    deadline = time.monotonic() + 240
+    # cancel once it trained 200 steps (the chief's first held-out evaluation)
+    while not (log.exists() and "global step 200: held-out accuracy" in log.read_text(errors="replace")):
+        assert time.monotonic() < deadline, "the job to cancel never reached global step 200"
+        time.sleep(0.5)
+    jobs["cancel"]["cancelled_at"] = time.time()
+    assert slurm_cluster.run(["scancel", jobs["cancel"]["job"]], timeout=30).returncode == 0
     deadline = time.monotonic() + 540
     for name, job in jobs.items():
         job["info"] = slurm_cluster.wait_job(job["job"], max(10.0, deadline - time.monotonic()))
@@ -85,7 +98,7 @@ def _check_requeued_and_completed(job: dict) -> int:
     assert "not requeued" not in log.replace("not requeued: SIGUSR1, but the checkpoint is at the target", ""), log
     # each requeued run restored the checkpoint the previous run's batch-step reported
     saved = [int(x) for x in re.findall(r"requeued job \d+, .*to resume from global step (\d+)", log)]
-    restored = [int(x) for x in re.findall(r"(?:Restoring parameters from|resumed from) \S*?-(\d+)\b", log)]
+    restored = [int(x) for x in re.findall(r"(?:Restoring parameters from|resumed from) \S*-(\d+)\b", log)]
     assert saved and all(s in restored for s in saved), (saved, restored, log[-6000:])
     state = (job["model"] / "checkpoint").read_text()
     last = re.search(r'^model_checkpoint_path: ".*-(\d+)"$', state, re.M)
@@ -129,3 +142,18 @@ def test_tf2_examples_checkpoint_requeue_and_resume_to_the_target(requeued, name
     ckpt, requeue = _delays(job["log"])
     assert len(ckpt) >= restarts and len(requeue) == restarts, job["log"][-6000:]
     print(f"\n{name}: {restarts} requeue(s); told->checkpoint {ckpt} s; told->requeued {requeue} s")
+
+
+@pytest.mark.timeout(660)
+def test_scancel_checkpoints_when_there_is_time_and_never_requeues(requeued):
+    job = requeued["cancel"]
+    info, log = job["info"], job["log"]
+    assert info["JobState"] == "CANCELLED" and int(info.get("Restarts", "0")) == 0, (info, log[-6000:])
+    assert "SIGTERM (scancel or preemption): passing it on to the step now; no requeue will follow" in log, log[-6000:]
+    assert "requeued job" not in log, log[-6000:]
+    # the chief stopped at its next step and wrote a checkpoint past its first one, within KillWait
+    m = re.search(r"checkpoint \S+model\.ckpt-(\d+) written ([0-9.]+) s after SIGTERM", log)
+    assert m and int(m.group(1)) >= 200 and float(m.group(2)) < 5, log[-6000:]
+    state = (job["model"] / "checkpoint").read_text()
+    assert f"model.ckpt-{m.group(1)}\"" in state.splitlines()[0], state
+    print(f"\ncancel: checkpoint at step {m.group(1)} written {m.group(2)} s after SIGTERM")

@@ -95,8 +95,8 @@ class _Step:
 
     def handle(self, signo: int, _frame: object, when: Optional[float] = None) -> None:
         name = signal.Signals(signo).name[3:]
-        if self.signal:
-            _say(f"SIG{name} again: already passed on SIG{self.signal}")
+        if self.signal and (name != "TERM" or self.signal == "TERM"):  # a TERM after a warning still counts
+            _say(f"SIG{name} again: already handling SIG{self.signal}")
             return
         self.signal, self.signal_time = name, time.time() if when is None else when
         if when is not None:

@@ -327,6 +327,9 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
     _check_launch_arguments(plan, liveness_timeout=liveness_timeout, startup_grace=startup_grace,
                             timeout=timeout, barrier_timeout=barrier_timeout, report_timeout=report_timeout,
                             late_start_grace=late_start_grace)
+    for name, flag in (("supervise", supervise), ("stop_on_signal", stop_on_signal)):
+        if not isinstance(flag, bool):
+            raise UsageError(bad_value(name, flag, "True or False"))
     if plan is None:
         from .. import plan_from_env  # written alongside; imported lazily on purpose
         from ..slurm import outside_step
@@ -337,9 +340,6 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         plan = plan_from_env(tasks=tasks, ps=ps)
     elif tasks is not None or ps is not None:
         raise UsageError(bad_value("tasks/ps", (tasks, ps), "None when plan= is given"))
-    for name, flag in (("supervise", supervise), ("stop_on_signal", stop_on_signal)):
-        if not isinstance(flag, bool):
-            raise UsageError(bad_value(name, flag, "True or False"))
     supervised = _under_exec(os.environ)
     if supervise and not supervised and _can_supervise(plan, os.environ):
         _reexec_under_exec(plan)  # does not return
