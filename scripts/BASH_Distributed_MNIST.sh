@@ -131,10 +131,7 @@ echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParam
     "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" --sidecar-log-level "$PS_LOG_LEVEL" -- \
     "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" &
 step=$!
-status=0
-while :; do
-    wait "$step" && status=0 || status=$?
-    kill -0 "$step" 2>/dev/null || break   # still running: a signal (the trap) interrupted the wait
-done
+status=0   # a trapped signal interrupts `wait`: wait again until batch-step itself has ended
+while kill -0 "$step" 2>/dev/null; do wait "$step" && status=0 || status=$?; done
 rm -f "$warn_file"
 exit "$status"
