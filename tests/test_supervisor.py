@@ -244,16 +244,17 @@ def test_an_explicit_exec_inside_local_stays_harmless():
 
 def test_tf1_workers_get_device_filters_and_keras_2_others_do_not():
     code = ('import os; print("F", os.environ.get("TF_SLURM_JOB_TYPE"), os.environ.get("TF_SLURM_SESSION_FILTERS"), '
-            'os.environ.get("TF_USE_LEGACY_KERAS"), os.environ.get("TF_SLURM_STRATEGY"))')
+            'os.environ.get("TF_USE_LEGACY_KERAS"), os.environ.get("TF_SLURM_STRATEGY"), '
+            'os.environ.get("TF_SLURM_RECOVERY_WAIT"))')
     r = local("-n", "3", "--", PY, "-c", code)
     assert r.returncode == 0, r.stderr
     lines = sorted(line.split(": ", 1)[1] for line in r.stdout.splitlines() if ": F " in line)
     keras = "1" if __import__("importlib").util.find_spec("tf_keras") else "None"
-    assert lines == [f"F ps /job:ps/task:0 {keras} tf1", f"F worker /job:ps,/job:worker/task:0 {keras} tf1",
-                     f"F worker /job:ps,/job:worker/task:1 {keras} tf1"]
+    assert lines == [f"F ps /job:ps/task:0 {keras} tf1 1", f"F worker /job:ps,/job:worker/task:0 {keras} tf1 1",
+                     f"F worker /job:ps,/job:worker/task:1 {keras} tf1 1"]
     r = local("-n", "3", "--", PY, "-c", code, env={"TF_SLURM_DEVICE_FILTERS": "0", "TF_USE_LEGACY_KERAS": "0"})
     assert r.returncode == 0, r.stderr
-    assert all(" None 0 tf1" in line for line in r.stdout.splitlines() if ": F " in line), r.stdout
+    assert all(" None 0 tf1 None" in line for line in r.stdout.splitlines() if ": F " in line), r.stdout
 
 
 def test_exec_in_a_batch_script_without_srun_fails_at_once_naming_srun():

@@ -40,7 +40,9 @@ def _session_filters(plan) -> None:
     me = plan.me
     filters = device_filters("tf1", me.role, me.index)
     if filters:
-        from ._shim.tf_slurm_session_filters import install
+        from ._shim.tf_slurm_session_filters import install, install_recovery_wait
+        from .task_exec import recovery_wait
 
         install(filters, me.port)
+        install_recovery_wait(recovery_wait(os.environ))
         logging.getLogger(__name__).info("device filters %s for this task's sessions", ",".join(filters))

@@ -25,6 +25,22 @@ if TYPE_CHECKING:
     from .plan import ClusterPlan
     from .step_rules import StepRoles
 
+#: seconds between a TF1 non-chief's looks for the chief's initialised model (TensorFlow: 30)
+RECOVERY_WAIT = 1.0
+
+
+def recovery_wait(env: Mapping[str, str]) -> float:
+    """TF_SLURM_RECOVERY_WAIT (default RECOVERY_WAIT) as seconds in (0, 3600), or one UsageError."""
+    raw = env.get("TF_SLURM_RECOVERY_WAIT") or f"{RECOVERY_WAIT}"
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 3600:
+        raise UsageError(bad_value("TF_SLURM_RECOVERY_WAIT", raw, "seconds, a number in (0, 3600)"))
+    return seconds
+
+
 log = logging.getLogger("tf_for_slurm.exec")
 
 SUPERVISED = "TF_SLURM_SUPERVISED"  # set for the command: an inner `tf-slurm exec` only execs
@@ -104,6 +120,7 @@ def child_environment(plan: "ClusterPlan", roles: "StepRoles", env: Mapping[str,
     filters = filters_for(roles.strategy, me.role, me.index) if device_filters else None
     if filters:
         variables["TF_SLURM_SESSION_FILTERS"] = ",".join(filters)
+        variables["TF_SLURM_RECOVERY_WAIT"] = f"{recovery_wait(env):g}"
         python_path.append(SHIM_DIR)
         log.info("device filters %s for this task's TensorFlow server (--no-device-filters to turn off)",
                  ",".join(filters))

@@ -4,7 +4,8 @@
   os.environ only, never into the C environment, so TensorFlow sees the whole cluster while the
   program's own subprocesses still start (the kernel refuses an environment string over 128 KiB).
 - TF_SLURM_SESSION_FILTERS (TF1 ps/worker tasks): a session whose master is this task's own server,
-  made without device filters, gets them, so a worker's session never waits for the other workers.
+  made without device filters, gets them, so a worker's session never waits for the other workers;
+  with TF_SLURM_RECOVERY_WAIT, a non-chief looks for the chief's model every that many seconds (TF: 30).
 - TF_SLURM_SIGNAL_HOLD (seconds): a SIGUSR1/SIGUSR2 that arrives before the program handles it
   is held that long for tf_for_slurm's stop request instead of killing the process (srun passes
   the time-limit warning to every process of the step at once, start-up included).
@@ -38,6 +39,14 @@ if _filters and ":" in _self:
     from tf_slurm_session_filters import install as _install  # this shim's own directory
 
     _install([f for f in _filters.split(",") if f], _self.rsplit(":", 1)[1])
+_recovery = _os.environ.get("TF_SLURM_RECOVERY_WAIT", "")
+if _filters and _recovery:
+    from tf_slurm_session_filters import install_recovery_wait as _install_wait
+
+    try:
+        _install_wait(float(_recovery))
+    except ValueError:
+        _sys.stderr.write(f"tf_for_slurm: TF_SLURM_RECOVERY_WAIT={_recovery!r} is not a number of seconds\n")
 
 _hold = _os.environ.get("TF_SLURM_SIGNAL_HOLD", "")
 if _hold:
