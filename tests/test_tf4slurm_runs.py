@@ -125,7 +125,7 @@ def test_seed_launcher_calls_the_examples_distributed_train(tmp_path):
 def test_example_with_the_seeds_command_line_and_with_no_counts(tmp_path, counts):
     model = tmp_path / "model"
     argv = [str(EXAMPLE / "LaunchTFServerWithHooks.py"), *counts, "--data_dir", MNIST, "--model_dir", str(model),
-            "-batch_size", "50", "-Iterations", "200", "--eval_every", "0"] + (["--NoIB"] if counts else [])
+            "-batch_size", "50", "-Iterations", "40", "--eval_every", "0"] + (["--NoIB"] if counts else [])
     r, took = run_local(tmp_path, argv)
     out = r.stdout
     assert r.returncode == 0, out[-4000:]

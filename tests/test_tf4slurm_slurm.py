@@ -55,18 +55,31 @@ def test_original_task_under_srun(slurm_cluster, tmp_path):
     print(f"original task under srun: {took:.1f} s, ps exit - last worker exit = {gap:+.3f} s")
 
 
-def _template_job(cluster, tmp: Path, extra: dict) -> tuple:
-    env = {**CLEAR, "PYTHON": _python(), "DATA_DIR": str(MNIST), "MODEL_DIR": str(tmp / "model"),
-           "ITERATIONS": "200", **extra}
-    job, info = cluster.sbatch_poll(["-o", str(tmp / "job-%j.out"), str(TEMPLATE)], timeout=400, env=env,
-                                    cwd=str(tmp))
-    return info, (tmp / f"job-{job}.out").read_text()
+@pytest.fixture(scope="module")
+def ib_jobs(slurm_cluster, tmp_path_factory) -> dict:
+    """Both IB=auto template jobs, submitted together (the cluster holds both): name -> (info, log)."""
+    if not HAVE_MNIST:
+        pytest.skip(f"real MNIST digits not found in {MNIST}")
+    submitted = {}
+    for name, extra in (("resolves", {}), ("falls_back", {"TF_SLURM_IB_TEMPLATE": "{host}-nosuchib"})):
+        tmp = tmp_path_factory.mktemp(name)
+        env = {**CLEAR, "PYTHON": _python(), "DATA_DIR": str(MNIST), "MODEL_DIR": str(tmp / "model"),
+               "ITERATIONS": "40", **extra}
+        res = slurm_cluster.run(["sbatch", "--parsable", "-o", str(tmp / "job-%j.out"), str(TEMPLATE)], timeout=60,
+                                env=env, cwd=str(tmp))
+        assert res.returncode == 0, res.stderr
+        submitted[name] = (res.stdout.strip().split(";")[0], tmp)
+    out = {}
+    for name, (job, tmp) in submitted.items():
+        info = slurm_cluster.wait_job(job, 400)
+        out[name] = (info, (tmp / f"job-{job}.out").read_text())
+    return out
 
 
 @pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")
 @pytest.mark.timeout(500)
-def test_template_default_ib_auto_uses_resolvable_infiniband_names(slurm_cluster, tmp_path):
-    info, log = _template_job(slurm_cluster, tmp_path, {})
+def test_template_default_ib_auto_uses_resolvable_infiniband_names(ib_jobs):
+    info, log = ib_jobs["resolves"]
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", log[-4000:]
     assert "IB=auto" in log
     chosen = re.findall(r"^(\d): .*address policy template:\{host\}-ib \(auto: the InfiniBand names of all 3 "
@@ -79,8 +92,8 @@ def test_template_default_ib_auto_uses_resolvable_infiniband_names(slurm_cluster
 
 @pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")
 @pytest.mark.timeout(500)
-def test_template_default_ib_auto_falls_back_to_host_names(slurm_cluster, tmp_path):
-    info, log = _template_job(slurm_cluster, tmp_path, {"TF_SLURM_IB_TEMPLATE": "{host}-nosuchib"})
+def test_template_default_ib_auto_falls_back_to_host_names(ib_jobs):
+    info, log = ib_jobs["falls_back"]
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", log[-4000:]
     chosen = re.findall(r"^(\d): .*address policy hostname \(auto: InfiniBand name 'node1-nosuchib' of node node1 "
                         r"does not resolve, so host names for all 3 node\(s\)", log, re.M)

@@ -150,10 +150,13 @@ def test_tf2_scripts_end_0_within_2s_of_the_last_training_task(tmp_path, case, t
         assert "evaluator waiting for checkpoints" in out and (tmp_path / "model" / "checkpoint").exists()
 
 
-KILLS = [("tf1", 2, "worker"), ("tf1", 0, "ps"), ("tf1", 1, "chief"),
-         ("pss", 2, "worker"), ("pss", 1, "ps"), ("pss", 0, "coordinator"),
-         ("mwms", 1, "worker"), ("mwms", 0, "chief"),
-         ("eval", 2, "evaluator"), ("eval", 0, "chief")]
+# One trainer and one server per strategy (and the evaluator): the supervisor treats a killed
+# command alike whatever its role (test_supervisor.py, test_step_watch.py cover the roles with plain
+# commands); what differs per strategy is which tasks serve and which train.
+KILLS = [("tf1", 2, "worker"), ("tf1", 0, "ps"),
+         ("pss", 1, "ps"), ("pss", 0, "coordinator"),
+         ("mwms", 1, "worker"),
+         ("eval", 2, "evaluator")]
 
 
 @pytest.mark.timeout(300)
@@ -183,7 +186,7 @@ def srun_argv(case: str, args: List[str], model_dir: Path) -> List[str]:
 def test_under_srun_each_script_ends_0(slurm_cluster, tmp_path, case):
     args = CASES[case][1]
     if case == "tf1":
-        args = args + ["--slow-task", "worker:1", "--slow-seconds", "12"]
+        args = args + ["--slow-task", "worker:1", "--slow-seconds", "6"]
     rc, out, _ = run_step(srun_argv(case, args, tmp_path / "model"), tmp_path / "log",
                           env={**slurm_cluster.env, "PYTHONPATH": str(ROOT)}, timeout=240)
     assert rc == 0, out[-4000:]
