@@ -55,6 +55,21 @@ def test_decide(sig, status, restarts, limit, step, target, requeue, exit_status
         assert w in d.reason, (w, d.reason)
 
 
+@pytest.mark.parametrize("start,step,requeue", [
+    (None, 300, True),   # first run: any checkpoint is progress
+    (None, None, True),  # no checkpoint we can read: cannot judge, bounded by the limit
+    (200, 300, True),
+    (300, 300, False),   # nothing saved past the start: the next run would stop in the same place
+    (300, 250, False),
+    (300, None, True),
+])
+def test_decide_needs_progress_to_requeue(start, step, requeue):
+    d = decide("USR1", 0, 1, 10, checkpoint_step=step, target=800, start_step=start)
+    assert d.requeue is requeue, d
+    if not requeue:
+        assert d.exit_status == EXIT_REQUEUE_LIMIT and "saved nothing past global step" in d.reason, d
+
+
 @pytest.mark.parametrize("value,name", [("USR1", "USR1"), ("sigusr1", "USR1"), ("SIGTERM", "TERM"), ("15", "TERM"),
                                         ("10", "USR1"), ("", ""), (None, ""), (" usr2 ", "USR2")])
 def test_signal_name(value, name):
@@ -185,8 +200,11 @@ def fake_slurm(tmp_path):
     return tmp_path, env
 
 
-def _batch_step(tmp_path, env, signo=None, *extra):
+def _batch_step(tmp_path, env, signo=None, *extra, start_step=None):
     (tmp_path / "started").unlink(missing_ok=True)
+    (tmp_path / "checkpoint").unlink(missing_ok=True)
+    if start_step is not None:  # the checkpoint a previous run left
+        (tmp_path / "checkpoint").write_text(f'model_checkpoint_path: "model.ckpt-{start_step}"\n')
     proc = subprocess.Popen([PY, "-m", "tf_for_slurm", "batch-step", "--checkpoint-dir", str(tmp_path),
                              "--target", "800", *extra, "--", "srun", "x"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -293,3 +311,16 @@ def test_batch_step_sigterm_after_a_warning_is_passed_on_and_prevents_the_requeu
     assert proc.returncode == EXIT_TERMINATED, out
     assert "passed SIGTERM on to the step" in out and "not a time-limit warning" in out, out
     assert not (tmp_path / "scontrol.args").exists()
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_does_not_requeue_a_run_that_saved_nothing_new(fake_slurm):
+    tmp_path, env = fake_slurm
+    rc, log = _batch_step(tmp_path, {**env, "SLURM_RESTART_COUNT": "1"}, signal.SIGUSR1, "--warn-margin", "1000",
+                          start_step=300)
+    assert rc == EXIT_REQUEUE_LIMIT and "saved nothing past global step 300" in log, log
+    assert "run 2 of job 77 (requeued 1 time(s); checkpoint at 300)" in log, log
+    assert not (tmp_path / "scontrol.args").exists()
+    rc, log = _batch_step(tmp_path, {**env, "SLURM_RESTART_COUNT": "1"}, signal.SIGUSR1, "--warn-margin", "1000",
+                          start_step=200)
+    assert rc == 0 and "requeue 2 of at most 10" in log, log

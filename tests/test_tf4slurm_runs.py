@@ -52,8 +52,14 @@ def run_local(tmp: Path, argv: list, *, launcher_args: tuple = (), timeout: floa
     cmd = [str(REPO / ".venv" / "bin" / "tf-slurm") if (REPO / ".venv" / "bin" / "tf-slurm").exists() else "tf-slurm",
            "local", "-n", "3", *launcher_args, "--", "bash", str(TASKS / "timed.sh"), sys.executable, *argv]
     t0 = time.monotonic()
-    r = subprocess.run(cmd, cwd=str(tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=timeout)
+    try:
+        r = subprocess.run(cmd, cwd=str(tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired as exc:  # say where each task stood (pytest cuts the exception's bytes)
+        out = exc.output.decode(errors="replace") if isinstance(exc.output, bytes) else (exc.output or "")
+        exited = (tmp / "times").read_text() if (tmp / "times").exists() else "none"
+        raise AssertionError(f"tf-slurm local did not end within {timeout} s; tasks exited (procid rc time): "
+                             f"{exited!r}; output tail:\n{out[-6000:]}") from None
     return r, time.monotonic() - t0
 
 

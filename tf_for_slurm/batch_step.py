@@ -191,9 +191,9 @@ def main(args: argparse.Namespace, env: Optional[Mapping[str, str]] = None) -> i
     if args.checkpoint_dir and not os.path.isdir(args.checkpoint_dir):
         raise UsageError(bad_value("--checkpoint-dir", args.checkpoint_dir, "an existing directory"))
     restarts = count_from(env, "SLURM_RESTART_COUNT", 0)
+    start_step = read_checkpoint_step(args.checkpoint_dir)
     if restarts:
-        _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at "
-             f"{read_checkpoint_step(args.checkpoint_dir)})")
+        _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at {start_step})")
     step = _Step(job, margin)
     for signo in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):  # before srun starts: none is lost
         signal.signal(signo, step.handle)
@@ -210,7 +210,8 @@ def main(args: argparse.Namespace, env: Optional[Mapping[str, str]] = None) -> i
     since = f", {time.time() - step.signal_time:.1f} s after the signal" if step.signal_time else ""
     _say(f"step ended with status {status}{since}; checkpoint at "
          f"{'global step %d' % ckpt if ckpt is not None else 'none'}")
-    decision = decide(step.signal, status, restarts, limit, checkpoint_step=ckpt, target=target)
+    decision = decide(step.signal, status, restarts, limit, checkpoint_step=ckpt, target=target,
+                      start_step=start_step)
     if decision.requeue and not args.no_requeue:
         res = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
         if res.returncode != 0:

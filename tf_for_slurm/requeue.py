@@ -11,7 +11,8 @@ Rules, in order:
 3. a checkpoint already at the target: done, whatever the signal;
 4. SIGTERM is not a time-limit warning: a user's `scancel` or a preemption (Slurm requeues
    preempted jobs itself when PreemptMode=REQUEUE); the checkpoint stays, no requeue;
-5. a warning (SIGUSR1 from `--signal=B:USR1@N`, or `scancel --batch --signal=USR1`) requeues,
+5. a run that saved no step beyond the one it started from is not requeued (it would loop);
+6. a warning (SIGUSR1 from `--signal=B:USR1@N`, or `scancel --batch --signal=USR1`) requeues,
    at most `max_requeues` times.
 """
 
@@ -51,8 +52,13 @@ def signal_name(value: Optional[str]) -> str:
 
 
 def decide(signal: Optional[str], step_status: int, restart_count: int, max_requeues: int,
-           checkpoint_step: Optional[int] = None, target: Optional[int] = None) -> Decision:
-    """The next action of a batch job whose training step just ended (see the module rules)."""
+           checkpoint_step: Optional[int] = None, target: Optional[int] = None,
+           start_step: Optional[int] = None) -> Decision:
+    """The next action of a batch job whose training step just ended (see the module rules).
+
+    `start_step`: the checkpoint's step when this run began; a run that saved nothing beyond it is
+    not requeued (the next run would stop in the same place: start-up longer than the time left).
+    """
     sig = signal_name(signal)
     where = f"global step {checkpoint_step}" if checkpoint_step is not None else "no checkpoint yet"
     if step_status != 0:
@@ -65,6 +71,10 @@ def decide(signal: Optional[str], step_status: int, restart_count: int, max_requ
         return Decision(False, EXIT_TERMINATED if sig == "TERM" else 1,
                         f"SIG{sig} is not a time-limit warning (scancel or preemption): checkpoint kept "
                         f"({where}), not requeued")
+    if checkpoint_step is not None and start_step is not None and checkpoint_step <= start_step:
+        return Decision(False, EXIT_REQUEUE_LIMIT,
+                        f"SIG{sig}, but this run saved nothing past global step {start_step}: not requeued "
+                        f"(start-up took the time left; raise --time or lower WARN_MARGIN)")
     if restart_count >= max_requeues:
         return Decision(False, EXIT_REQUEUE_LIMIT,
                         f"SIG{sig} after {restart_count} requeues, the limit (TF_SLURM_MAX_REQUEUES="
