@@ -134,4 +134,3 @@ def main_status(args: argparse.Namespace) -> int:
         raise UsageError(bad_value("--srun-log", args.srun_log, f"a readable file ({exc.strerror})")) from None
     print(first_failure(text, status))
     return 0
-

@@ -2,8 +2,10 @@
 warning at the right moment, and requeue the job when the warning stopped training early.
 
 Why a wrapper and not more bash: the templates need the same logic (signal timing, the first
-failing task's status, the requeue decision), and Python can be tested.  The batch shell traps
-SIGUSR1/SIGTERM (`--signal=B:USR1@N` signals only the batch shell) and passes them here.
+failing task's status, the requeue decision), and Python can be tested.  `--signal=B:USR1@N`
+signals only the batch shell, possibly the moment it starts: the shell's first command is a trap
+that appends "USR1 <time>" to `--warn-file`, read here every 0.2 s, so no warning is lost while
+this process starts.  SIGTERM (scancel, preemption) reaches every process of the job directly.
 
 - SIGUSR1/SIGUSR2 (the warning): Slurm may send it up to 60 s early, so the step is told only
   when `--warn-margin` seconds are left before the job's EndTime (at once if fewer are left or
@@ -17,7 +19,6 @@ The printed lines say when each thing happened, so the delays can be read from t
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import subprocess
@@ -30,7 +31,6 @@ from .batch import first_failure, strict_int
 from .errors import UsageError, bad_value
 from .requeue import DEFAULT_MAX_REQUEUES, checkpoint_step, count_from, decide, stop_delay
 
-log = logging.getLogger(__name__)
 DEFAULT_WARN_MARGIN = 60
 WARN_POLL = 0.2  # seconds between looks at --warn-file
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence
 
 from .errors import PlanError, UsageError, bad_value
-from .stop_request import DEFAULT_HOLD
+from .stop_request import DEFAULT_HOLD, ENV_HOLD
 from .task_env import SHIM_DIR
 
 if TYPE_CHECKING:
@@ -124,8 +124,8 @@ def child_environment(plan: "ClusterPlan", roles: "StepRoles", env: Mapping[str,
         python_path.append(SHIM_DIR)
         log.info("device filters %s for this task's TensorFlow server (--no-device-filters to turn off)",
                  ",".join(filters))
-    if env.get("TF_SLURM_SIGNAL_HOLD") is None:  # see stop_request.hold_warning_signals
-        variables["TF_SLURM_SIGNAL_HOLD"] = f"{DEFAULT_HOLD:g}"
+    if env.get(ENV_HOLD) is None:  # see stop_request.hold_warning_signals
+        variables[ENV_HOLD] = f"{DEFAULT_HOLD:g}"
     if SHIM_DIR not in python_path:
         python_path.append(SHIM_DIR)
     if tenv.spill:
