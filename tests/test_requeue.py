@@ -324,3 +324,30 @@ def test_batch_step_does_not_requeue_a_run_that_saved_nothing_new(fake_slurm):
     rc, log = _batch_step(tmp_path, {**env, "SLURM_RESTART_COUNT": "1"}, signal.SIGUSR1, "--warn-margin", "1000",
                           start_step=200)
     assert rc == 0 and "requeue 2 of at most 10" in log, log
+
+
+SHIM_CHILD = textwrap.dedent("""
+    import os, signal, time
+    os.kill(os.getpid(), signal.SIGUSR1)  # the warning, before this program handles anything
+    time.sleep(0.3)
+    from tf_for_slurm.stop_request import shared_stop_request
+    stop = shared_stop_request()
+    print("hold", os.environ.get("TF_SLURM_SIGNAL_HOLD"), "requested", stop.requested, stop.signal, flush=True)
+""")
+
+
+@pytest.mark.timeout(60)
+def test_exec_shim_holds_an_early_warning_for_the_program():
+    """End to end through `tf-slurm exec` (under local): the shim, not the test, installs the hold."""
+    r = subprocess.run([PY, "-m", "tf_for_slurm", "local", "-n", "1", "--ps", "0", "--", PY, "-c", SHIM_CHILD],
+                       capture_output=True, text=True, timeout=50, cwd=str(REPO),
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "hold 15 requested True USR1" in r.stdout, (r.stdout, r.stderr[-3000:])
+
+
+def test_step_in_name():
+    from tf_for_slurm.requeue import step_in_name
+
+    assert step_in_name("/d/ckpt-1300") == 1300 and step_in_name("/run-3/model.ckpt-7") == 7
+    assert step_in_name("/d/weights") is None

@@ -34,15 +34,17 @@ def _session_filters(plan) -> None:
     import os
 
     from .step_rules import device_filters
+    from .task_exec import device_filters_off, recovery_wait
 
-    if os.environ.get("TF_SLURM_DEVICE_FILTERS", "").strip().lower() in ("0", "off", "false", "no"):
+    if device_filters_off(os.environ):
         return
     me = plan.me
     filters = device_filters("tf1", me.role, me.index)
     if filters:
         from ._shim.tf_slurm_session_filters import install, install_recovery_wait
-        from .task_exec import recovery_wait
 
         install(filters, me.port)
-        install_recovery_wait(recovery_wait(os.environ))
+        wait = recovery_wait(os.environ)
+        if wait is not None:  # opt-in (see task_exec.recovery_wait)
+            install_recovery_wait(wait)
         logging.getLogger(__name__).info("device filters %s for this task's sessions", ",".join(filters))

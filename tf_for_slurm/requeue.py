@@ -102,9 +102,12 @@ def checkpoint_step(state_text: str) -> Optional[int]:
     `<prefix>-<step>`; None when the file names none or the name carries no number.
     """
     m = _CKPT_PATH.search(state_text)
-    if not m:
-        return None
-    s = _STEP_SUFFIX.search(m.group(1))
+    return step_in_name(m.group(1)) if m else None
+
+
+def step_in_name(path: str) -> Optional[int]:
+    """The step a checkpoint's name carries: 'dir/model.ckpt-800' -> 800; None without one."""
+    s = _STEP_SUFFIX.search(path)
     return int(s.group(1)) if s else None
 
 

@@ -25,13 +25,24 @@ if TYPE_CHECKING:
     from .plan import ClusterPlan
     from .step_rules import StepRoles
 
-#: seconds between a TF1 non-chief's looks for the chief's initialised model (TensorFlow: 30)
-RECOVERY_WAIT = 1.0
+_OFF = ("0", "off", "false", "no")
 
 
-def recovery_wait(env: Mapping[str, str]) -> float:
-    """TF_SLURM_RECOVERY_WAIT (default RECOVERY_WAIT) as seconds in (0, 3600), or one UsageError."""
-    raw = env.get("TF_SLURM_RECOVERY_WAIT") or f"{RECOVERY_WAIT}"
+def device_filters_off(env: Mapping[str, str]) -> bool:
+    """TF_SLURM_DEVICE_FILTERS=0 (off, false, no): no device filters for TF1 sessions."""
+    return env.get("TF_SLURM_DEVICE_FILTERS", "").strip().lower() in _OFF
+
+
+def recovery_wait(env: Mapping[str, str]) -> Optional[float]:
+    """TF_SLURM_RECOVERY_WAIT as seconds in (0, 3600); None when unset (TensorFlow's 30 s stays).
+
+    Opt-in: with a 1 s wait, a non-chief that finished all steps before the chief started
+    training left the original-style chief hanging (2 of 3 loaded full test runs); not yet
+    understood, so the default is TensorFlow's own.
+    """
+    raw = env.get("TF_SLURM_RECOVERY_WAIT") or ""
+    if not raw.strip():
+        return None
     try:
         seconds = float(raw)
     except ValueError:
@@ -45,7 +56,6 @@ log = logging.getLogger("tf_for_slurm.exec")
 
 SUPERVISED = "TF_SLURM_SUPERVISED"  # set for the command: an inner `tf-slurm exec` only execs
 LAUNCH_REPORT = "TF_SLURM_LAUNCH_REPORT"  # set by `tf-slurm local`: who failed first
-_OFF = ("0", "off", "false", "no")
 
 
 @dataclass
@@ -107,7 +117,6 @@ def child_environment(plan: "ClusterPlan", roles: "StepRoles", env: Mapping[str,
     variables[SUPERVISED] = step_tag(env)
     variables["TF_SLURM_STRATEGY"] = roles.strategy
     out = ChildEnv(variables)
-    python_path = []
     gpus = devices_for_task(plan.tasks, me.rank, env.get("CUDA_VISIBLE_DEVICES"), env.get("SLURM_STEP_GPUS"))
     if gpus is not None:
         variables["CUDA_VISIBLE_DEVICES"] = gpus
@@ -120,14 +129,13 @@ def child_environment(plan: "ClusterPlan", roles: "StepRoles", env: Mapping[str,
     filters = filters_for(roles.strategy, me.role, me.index) if device_filters else None
     if filters:
         variables["TF_SLURM_SESSION_FILTERS"] = ",".join(filters)
-        variables["TF_SLURM_RECOVERY_WAIT"] = f"{recovery_wait(env):g}"
-        python_path.append(SHIM_DIR)
+        wait = recovery_wait(env)
+        if wait is not None:
+            variables["TF_SLURM_RECOVERY_WAIT"] = f"{wait:g}"
         log.info("device filters %s for this task's TensorFlow server (--no-device-filters to turn off)",
                  ",".join(filters))
     if env.get(ENV_HOLD) is None:  # see stop_request.hold_warning_signals
         variables[ENV_HOLD] = f"{DEFAULT_HOLD:g}"
-    if SHIM_DIR not in python_path:
-        python_path.append(SHIM_DIR)
     if tenv.spill:
         base = env.get("TMPDIR") or tempfile.gettempdir()
         out.spill_dir = _private_dir(base, f"{plan.job_id}.{plan.step_id}.{me.rank}")
@@ -136,12 +144,10 @@ def child_environment(plan: "ClusterPlan", roles: "StepRoles", env: Mapping[str,
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(tenv.full_tf_config)
         variables["TF_SLURM_TF_CONFIG_FILE"] = path
-        if SHIM_DIR not in python_path:
-            python_path.append(SHIM_DIR)
         log.warning("%s (%s)", tenv.note, path)
-    if python_path:
-        old = env.get("PYTHONPATH", "")
-        variables["PYTHONPATH"] = os.pathsep.join(python_path + ([old] if old else []))
+    # the sitecustomize shim, first on the path: filters, recovery wait, signal hold, spilled TF_CONFIG
+    old = env.get("PYTHONPATH", "")
+    variables["PYTHONPATH"] = os.pathsep.join([SHIM_DIR] + ([old] if old else []))
     return out
 
 
@@ -167,7 +173,7 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
     if reason:
         raise UsageError(reason)
     strategy = strategy or env.get("TF_SLURM_STRATEGY") or "auto"
-    if env.get("TF_SLURM_DEVICE_FILTERS", "").strip().lower() in _OFF:
+    if device_filters_off(env):
         device_filters = False
     timing = Timing.from_env(env, drain=drain)
     plan = plan_from_env(env, tasks=tasks, ps=ps, placement=placement, chief=chief, address=address, check=True)

@@ -26,7 +26,7 @@ import tempfile
 from typing import Any, Callable, Optional
 
 from ..errors import UsageError, bad_value
-from ..requeue import checkpoint_step
+from ..requeue import step_in_name
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class LoopCheckpoint:
             return 0
         self._checkpoint.restore(path).expect_partial()
         self.restored_from = path
-        step = checkpoint_step(f'model_checkpoint_path: "{os.path.basename(path)}"\n') or 0
+        step = step_in_name(path) or 0
         log.info("resumed from %s at step %d", path, step)
         return step
 
