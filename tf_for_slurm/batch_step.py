@@ -27,6 +27,7 @@ import threading
 import time
 from typing import List, Mapping, Optional
 
+from . import threads
 from .batch import first_failure, strict_int
 from .errors import UsageError, bad_value
 from .requeue import DEFAULT_MAX_REQUEUES, checkpoint_step, count_from, decide, stop_delay
@@ -76,11 +77,11 @@ class _Step:
         self.errors: List[str] = []
         self.proc: Optional[subprocess.Popen] = None
         self._early: Optional[int] = None  # a signal to pass on as soon as srun exists
-        self._copier = threading.Thread(target=self._copy, daemon=True)
+        self._copier = threading.Thread(target=self._copy, daemon=True)  # started by threads.start
 
     def start(self, command: List[str]) -> None:
         self.proc = subprocess.Popen(command, stderr=subprocess.PIPE)
-        self._copier.start()
+        threads.start(self._copier)
         if self._early is not None:
             self._tell(self._early)
 
@@ -115,7 +116,7 @@ class _Step:
         else:
             timer = threading.Timer(delay, self._tell, args=(signo,))
             timer.daemon = True
-            timer.start()
+            threads.start(timer)
 
     def _read_warn_file(self, path: Optional[str]) -> None:
         """The batch shell's trap appends 'USR1 <epoch>' here (--signal=B: signals only that shell)."""
@@ -147,11 +148,12 @@ class _Step:
             pass
 
     def wait(self, warn_file: Optional[str] = None) -> int:
-        """srun's status; meanwhile, every WARN_POLL s, a signal the batch shell wrote to `warn_file`."""
+        """srun's status; meanwhile, every WARN_POLL s, a signal the batch shell wrote to `warn_file`
+        (and, whichever thread the kernel gave a signal to, its handler runs within WARN_POLL s)."""
         assert self.proc is not None
         while True:
             try:
-                rc = self.proc.wait(timeout=WARN_POLL if warn_file else None)
+                rc = self.proc.wait(timeout=WARN_POLL)
                 break
             except subprocess.TimeoutExpired:
                 self._read_warn_file(warn_file)

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import BinaryIO, Mapping, Optional, Sequence
 
+from . import threads
 from .errors import PlanError, SlurmEnvError, UsageError, bad_value
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,7 @@ class _Prefixer:
 
     def __init__(self, stream: BinaryIO, out: BinaryIO, prefix: bytes, lock: threading.Lock):
         self.thread = threading.Thread(target=self._run, args=(stream, out, prefix, lock), daemon=True)
-        self.thread.start()
+        threads.start(self.thread)
 
     @staticmethod
     def _run(stream: BinaryIO, out: BinaryIO, prefix: bytes, lock: threading.Lock) -> None:

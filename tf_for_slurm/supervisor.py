@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from . import threads
 from .errors import PlanError, UsageError, bad_value
 from .plan import ClusterPlan, Task
 from .step_rules import StepRoles
@@ -148,7 +149,7 @@ class Child:
         self.ending = False  # we asked it to end (its status is then not news)
         self.kill_at: Optional[float] = None
         self._wake = wake
-        threading.Thread(target=self._wait, name="command-wait", daemon=True).start()
+        threads.start_daemon(self._wait, name="command-wait")
 
     def _wait(self) -> None:
         code = self.proc.wait()

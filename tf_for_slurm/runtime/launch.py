@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from .. import threads
 from ..errors import TfSlurmError, UsageError, bad_value
 from ..liveness import port_accepts, port_state
 from ..plan import ClusterPlan
@@ -193,7 +194,7 @@ class _PsWatchdog:
 
     def __enter__(self) -> "_PsWatchdog":
         self._await_ps_up()
-        self._thread.start()
+        threads.start(self._thread)
         return self
 
     def _await_ps_up(self) -> None:

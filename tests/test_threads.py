@@ -1,0 +1,59 @@
+"""Helper threads leave signals to the main thread (tf_for_slurm.threads)."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from tf_for_slurm import threads
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_started_thread_blocks_the_handled_signals_and_the_caller_keeps_its_mask():
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    seen = []
+    threads.start_daemon(lambda: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])), name="probe").join(5)
+    assert seen and threads.HANDLED <= seen[0]
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+    plain = []
+    t = threading.Thread(target=lambda: plain.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+    t.start()
+    t.join(5)
+    assert not (threads.HANDLED & plain[0])  # what the helper changes: a plain thread would take them
+
+
+# A wrapper as batch-step is one: its main thread waits on a command while a helper thread copies
+# the command's output; the handler passes the signal on (here: ends the command).  SIGUSR1 then
+# SIGTERM back to back: with a plain helper thread, the kernel gave both to the helper in 2 of 5
+# tries here, and the handlers ran only when the command ended on its own (5 s later).
+WRAPPER = textwrap.dedent("""
+    import signal, subprocess, sys, threading, time
+    sys.path.insert(0, sys.argv[1])
+    from tf_for_slurm import threads
+    proc = subprocess.Popen(["sleep", "5"], stdout=subprocess.PIPE)
+    def handle(signo, _frame):
+        proc.kill()
+    signal.signal(signal.SIGUSR1, handle)
+    signal.signal(signal.SIGTERM, handle)
+    threads.start_daemon(proc.stdout.read, name="copier")
+    print("ready", flush=True)
+    t0 = time.monotonic()
+    proc.wait()
+    print(f"{time.monotonic() - t0:.2f}", flush=True)
+""")
+
+
+@pytest.mark.timeout(60)
+def test_back_to_back_signals_reach_a_main_thread_blocked_in_wait():
+    for _ in range(6):
+        proc = subprocess.Popen([sys.executable, "-c", WRAPPER, str(REPO)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGUSR1)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+        assert float(out) < 2.0, "a signal waited for the command to end"
