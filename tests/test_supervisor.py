@@ -242,19 +242,25 @@ def test_an_explicit_exec_inside_local_stays_harmless():
     assert sorted(line.split(": ", 1)[1] for line in r.stdout.splitlines()) == ["worker:0", "worker:1"]
 
 
-def test_tf1_workers_get_device_filters_and_keras_2_others_do_not():
-    code = ('import os; print("F", os.environ.get("TF_SLURM_JOB_TYPE"), os.environ.get("TF_SLURM_SESSION_FILTERS"), '
-            'os.environ.get("TF_USE_LEGACY_KERAS"), os.environ.get("TF_SLURM_STRATEGY"), '
-            'os.environ.get("TF_SLURM_RECOVERY_WAIT"))')
-    r = local("-n", "3", "--", PY, "-c", code)
+def test_tf1_workers_get_device_filters_and_keras_2_others_do_not(tmp_path):
+    # the ps's command is ended once the workers are done: the workers wait for the ps's line
+    code = ('import os, pathlib, sys, time; print("F", os.environ.get("TF_SLURM_JOB_TYPE"), '
+            'os.environ.get("TF_SLURM_SESSION_FILTERS"), os.environ.get("TF_USE_LEGACY_KERAS"), '
+            'os.environ.get("TF_SLURM_STRATEGY"), os.environ.get("TF_SLURM_RECOVERY_WAIT"), flush=True); '
+            'mark = pathlib.Path(sys.argv[1]); ps = os.environ.get("TF_SLURM_JOB_TYPE") == "ps"; '
+            'mark.touch() if ps else [time.sleep(0.05) for _ in range(600) if not mark.exists()]')
+    r = local("-n", "3", "--", PY, "-c", code, str(tmp_path / "ps-printed"))
     assert r.returncode == 0, r.stderr
     lines = sorted(line.split(": ", 1)[1] for line in r.stdout.splitlines() if ": F " in line)
     keras = "1" if __import__("importlib").util.find_spec("tf_keras") else "None"
     assert lines == [f"F ps /job:ps/task:0 {keras} tf1 None", f"F worker /job:ps,/job:worker/task:0 {keras} tf1 None",
                      f"F worker /job:ps,/job:worker/task:1 {keras} tf1 None"]  # recovery wait: opt-in
-    r = local("-n", "3", "--", PY, "-c", code, env={"TF_SLURM_DEVICE_FILTERS": "0", "TF_USE_LEGACY_KERAS": "0"})
+    (tmp_path / "ps-printed").unlink()
+    r = local("-n", "3", "--", PY, "-c", code, str(tmp_path / "ps-printed"),
+              env={"TF_SLURM_DEVICE_FILTERS": "0", "TF_USE_LEGACY_KERAS": "0"})
     assert r.returncode == 0, r.stderr
-    assert all(" None 0 tf1 None" in line for line in r.stdout.splitlines() if ": F " in line), r.stdout
+    lines = [line for line in r.stdout.splitlines() if ": F " in line]
+    assert len(lines) == 3 and all(" None 0 tf1 None" in line for line in lines), r.stdout
 
 
 def test_exec_in_a_batch_script_without_srun_fails_at_once_naming_srun():
