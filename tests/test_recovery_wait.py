@@ -1,4 +1,4 @@
-"""The shim's recovery-wait patch (opt-in, TF_SLURM_RECOVERY_WAIT): a TF1 non-chief looks for the
+"""The shim's recovery-wait patch (TF_SLURM_RECOVERY_WAIT, default 1 s): a TF1 non-chief looks for the
 chief's model every that many seconds instead of TensorFlow's 30.
 
 Tested on a stand-in module (the patch only changes a default argument), and through the
@@ -40,7 +40,7 @@ def test_only_the_default_changes(monkeypatch):
     assert manager(None, None, None, None, 9).recovery_wait_secs == 9  # given positionally
 
 
-@pytest.mark.parametrize("raw,seconds", [(None, None), ("", None), ("0.2", 0.2), ("30", 30.0)])
+@pytest.mark.parametrize("raw,seconds", [(None, 1.0), ("", 1.0), (" ", 1.0), ("0.2", 0.2), ("30", 30.0)])
 def test_recovery_wait_from_env(raw, seconds):
     assert recovery_wait({} if raw is None else {"TF_SLURM_RECOVERY_WAIT": raw}) == seconds
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -488,3 +489,53 @@ def test_worker_dying_before_first_dequeue_deadline_is_lost_within_bound():
     assert done[0][1] == "1", out + err[-3000:]
     assert float(done[0][2]) - died[0] <= 5.0, (float(done[0][2]) - died[0], err[-3000:])
     assert f"lost worker:0 at 127.0.0.1:{ports[1]}" in err, err[-3000:]
+
+
+BARRIER = """
+import sys, threading, time
+import tensorflow as tf
+from tf_for_slurm.runtime.hooks import BarrierOnChiefHook, BarrierTimeout
+
+ports = sys.argv[1:]
+cluster = tf.train.ClusterSpec({"ps": ["localhost:" + ports[0]], "worker": ["localhost:" + p for p in ports[1:]]})
+servers = [tf.distribute.Server(cluster, job_name=j, task_index=i) for j, i in (("ps", 0), ("worker", 0), ("worker", 1))]
+
+
+def session(server, hook):
+    graph = tf.Graph()
+    with graph.as_default():
+        hook.begin()
+    return tf.compat.v1.Session(server.target, graph=graph)
+
+
+chief = BarrierOnChiefHook(3, 0, True, timeout_s=30, poll_ms=50)
+chief_sess = session(servers[1], chief)
+late = [(1.0, BarrierOnChiefHook(3, 1, False)), (2.0, BarrierOnChiefHook(3, 2, False))]
+sessions = [(delay, hook, session(servers[2], hook)) for delay, hook in late]
+t0 = time.monotonic()
+for delay, hook, sess in sessions:  # the non-chiefs arrive after many empty polls
+    threading.Timer(delay, hook.after_create_session, args=(sess, None)).start()
+chief.after_create_session(chief_sess, None)
+print("seen", sorted(chief.seen), "after %.1f s" % (time.monotonic() - t0), flush=True)
+
+lonely = BarrierOnChiefHook(3, 0, True, timeout_s=1, poll_ms=50)
+lonely_sess = session(servers[1], lonely)
+t0 = time.monotonic()
+try:
+    lonely.after_create_session(lonely_sess, None)
+except BarrierTimeout as exc:
+    print("timeout after %.1f s: %s" % (time.monotonic() - t0, exc), flush=True)
+"""
+
+
+@pytest.mark.tf
+@pytest.mark.timeout(120)
+def test_barrier_waits_for_late_workers_and_times_out_naming_the_missing_ones():
+    r = subprocess.run([sys.executable, "-c", BARRIER, *map(str, free_ports(3))], capture_output=True, text=True,
+                       timeout=100, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and len(lines) == 2, r.stdout + r.stderr[-3000:]
+    seen = re.fullmatch(r"seen \[1, 2\] after ([0-9.]+) s", lines[0])
+    assert seen and 1.9 <= float(seen.group(1)) < 10, lines
+    timeout = re.fullmatch(r"timeout after ([0-9.]+) s: .*still missing reporter indices \[1, 2\]", lines[1])
+    assert timeout and 0.9 <= float(timeout.group(1)) < 5, lines

@@ -253,8 +253,8 @@ def test_tf1_workers_get_device_filters_and_keras_2_others_do_not(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = sorted(line.split(": ", 1)[1] for line in r.stdout.splitlines() if ": F " in line)
     keras = "1" if __import__("importlib").util.find_spec("tf_keras") else "None"
-    assert lines == [f"F ps /job:ps/task:0 {keras} tf1 None", f"F worker /job:ps,/job:worker/task:0 {keras} tf1 None",
-                     f"F worker /job:ps,/job:worker/task:1 {keras} tf1 None"]  # recovery wait: opt-in
+    assert lines == [f"F ps /job:ps/task:0 {keras} tf1 1", f"F worker /job:ps,/job:worker/task:0 {keras} tf1 1",
+                     f"F worker /job:ps,/job:worker/task:1 {keras} tf1 1"]  # recovery wait: 1 s
     (tmp_path / "ps-printed").unlink()
     r = local("-n", "3", "--", PY, "-c", code, str(tmp_path / "ps-printed"),
               env={"TF_SLURM_DEVICE_FILTERS": "0", "TF_USE_LEGACY_KERAS": "0"})

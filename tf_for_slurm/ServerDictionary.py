@@ -44,7 +44,5 @@ def _session_filters(plan) -> None:
         from ._shim.tf_slurm_session_filters import install, install_recovery_wait
 
         install(filters, me.port)
-        wait = recovery_wait(os.environ)
-        if wait is not None:  # opt-in (see task_exec.recovery_wait)
-            install_recovery_wait(wait)
+        install_recovery_wait(recovery_wait(os.environ))
         logging.getLogger(__name__).info("device filters %s for this task's sessions", ",".join(filters))

