@@ -24,7 +24,7 @@ import pytest
 from test_runtime_tf1 import CHILD_ENV, ROOT, Cluster, free_ports
 
 pytestmark = pytest.mark.tf
-REPEAT = 3
+REPEAT = 2  # each run repeats a race that once failed 1 time in 3
 
 
 def processes_of(marker: str) -> list:

@@ -49,6 +49,9 @@ class LoopCheckpoint:
         self.directory, self.is_chief = directory, bool(is_chief)
         self._checkpoint = tf.train.Checkpoint(**objects)
         self._manager = tf.train.CheckpointManager(self._checkpoint, directory, max_to_keep=max_to_keep)
+        # created here on every task, not in the chief's first save: inside an MWMS scope (Keras
+        # fit runs its callbacks there) creating a variable is a collective broadcast
+        self._checkpoint.save_counter  # noqa: B018
         self.restored_from: Optional[str] = None
 
     def restore(self) -> int:
