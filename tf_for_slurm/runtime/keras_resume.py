@@ -10,8 +10,8 @@ cannot carry a stop-then-requeue.  Here the checkpoint is the same as `LoopCheck
 `fit` ends, on a signal or at the target.  A run restored at the target gets
 `initial_epoch == epochs`, so `fit` trains nothing and returns at once.  Under MWMS every worker
 agrees on the stop at the same batch (one scalar all-reduce per batch), as in custom loops.
-ParameterServerStrategy's `fit` runs batch callbacks on the coordinator only after whole
-`steps_per_execution` groups; use the custom-loop helpers (`resume.LoopCheckpoint`) there.
+Tested on one worker and MWMS; for ParameterServerStrategy the PSS example's custom loop with
+`resume.LoopCheckpoint` is the tested way.
 """
 
 from __future__ import annotations
