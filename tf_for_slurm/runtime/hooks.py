@@ -186,6 +186,8 @@ class BarrierOnChiefHook(SessionHook):
         if not self.is_chief:
             session.run(self._enqueue)
             return
+        import tensorflow as tf
+
         wanted = set(range(self.n_workers)) - {self.worker_index}
         deadline = time.monotonic() + self.timeout_s
         while not wanted <= self.seen:
@@ -194,7 +196,11 @@ class BarrierOnChiefHook(SessionHook):
                 raise BarrierTimeout(bad_value("BarrierOnChiefHook timeout_s", self.timeout_s,
                                                f"all {self.n_workers} workers up; still missing "
                                                f"reporter indices {missing}"))
-            there = int(session.run(self._size))
+            left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            try:  # a size read that hits its deadline takes nothing (a dead ps: BarrierTimeout)
+                there = int(session.run(self._size, options=tf.compat.v1.RunOptions(timeout_in_ms=left_ms)))
+            except tf.errors.DeadlineExceededError:
+                continue
             if there:  # only the chief dequeues: these are there, the dequeue cannot block
                 self.seen.update(int(i) for i in session.run(self._dequeue, feed_dict={self._count: there}))
             else:
