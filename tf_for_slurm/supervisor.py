@@ -3,8 +3,8 @@
 Why: with unmodified TF_CONFIG scripts some tasks never end (a ps or a ParameterServerStrategy
 worker `join()`s forever) and, under `srun` without `--kill-on-bad-exit`, one task's failure
 leaves the others holding the allocation.  No TensorFlow here: each task's command runs as a child
-(own process group, killed with us), its exit is seen by waiting on it, and the supervisors talk
-over TCP.
+(child_process.py: own process group, killed with us, its exit seen by waiting on it), and the
+supervisors talk over TCP.
 
 Topology (events, no polling): the chief's supervisor is the hub.  It listens on the chief's
 auxiliary port; every other task's supervisor keeps ONE connection to it, says `hello`, sends a
@@ -24,16 +24,12 @@ import errno
 import logging
 import os
 import selectors
-import signal
 import socket
-import subprocess
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from . import threads
+from .child_process import Child, ForwardSignals, Wake, start_command
 from .errors import PlanError, UsageError, bad_value
 from .plan import ClusterPlan, Task
 from .step_rules import StepRoles
@@ -41,7 +37,6 @@ from .step_watch import LOST_STATUS, End, StepWatch
 
 log = logging.getLogger(__name__)
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _MAX_LINE = 256
 
 
@@ -89,138 +84,6 @@ def heartbeat_interval(tasks: int, timing: "Timing") -> float:
     hub then receives about MAX_HEARTBEATS_PER_SECOND), but at most a third of `silence`, so
     two lost heartbeats never look like a dead node."""
     return round(min(max(timing.heartbeat, tasks / MAX_HEARTBEATS_PER_SECOND), timing.silence / 3), 3)
-
-
-def exit_status(returncode: int) -> int:
-    """Popen's returncode -> a shell's exit status (a signal s becomes 128+s)."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-class _Wake:
-    """A self-pipe: threads and signal handlers wake the selector loop through it."""
-
-    def __init__(self) -> None:
-        self.r, self.w = os.pipe()
-        os.set_blocking(self.r, False)
-        os.set_blocking(self.w, False)
-
-    def poke(self) -> None:
-        try:
-            os.write(self.w, b"x")
-        except (BlockingIOError, OSError):
-            pass
-
-    def drain(self) -> None:
-        try:
-            while os.read(self.r, 4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-
-    def close(self) -> None:
-        os.close(self.r)
-        os.close(self.w)
-
-
-def _pdeathsig():
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-class Child:
-    """The task's command: its own process group, SIGKILLed if we die, its exit seen by waiting."""
-
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], wake: _Wake):
-        prctl = _pdeathsig()
-
-        def preexec() -> None:  # in the child, before exec
-            os.setpgid(0, 0)
-            if prctl is not None:
-                prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-        self.proc = subprocess.Popen(list(argv), env=dict(env), preexec_fn=preexec)
-        self.status: Optional[int] = None
-        self.ending = False  # we asked it to end (its status is then not news)
-        self.kill_at: Optional[float] = None
-        self._wake = wake
-        threads.start_daemon(self._wait, name="command-wait")
-
-    def _wait(self) -> None:
-        code = self.proc.wait()
-        self.kill_at = None
-        self.status = exit_status(code)
-        self._wake.poke()
-
-    def signal(self, signo: int) -> None:
-        try:
-            os.killpg(self.proc.pid, signo)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    def end(self, grace: float) -> None:
-        """SIGTERM now; `tick` sends SIGKILL after `grace`."""
-        if self.status is None and not self.ending:
-            self.ending = True
-            self.signal(signal.SIGTERM)
-            self.kill_at = time.monotonic() + grace
-
-    def tick(self, now: float) -> Optional[float]:
-        """SIGKILL when the grace is over; returns when to look again."""
-        if self.status is None and self.kill_at is not None:
-            if now >= self.kill_at:
-                log.warning("command (pid %d) still running after SIGTERM: sending SIGKILL", self.proc.pid)
-                self.signal(signal.SIGKILL)
-                self.kill_at = None
-                return None
-            return self.kill_at
-        return None
-
-    def reap_group(self) -> None:
-        """Whatever the command left in its process group dies with the task."""
-        self.signal(signal.SIGKILL)
-
-
-def start_command(argv: Sequence[str], env: Mapping[str, str], wake: _Wake) -> Optional[Child]:
-    """The task's command as a Child, or None (after one line on stderr) when it cannot run."""
-    try:
-        return Child(argv, env, wake)
-    except OSError as exc:
-        sys.stderr.write(f"tf-slurm exec: cannot run {argv[0]!r}: {exc.strerror}\n")
-        return None
-
-
-class _Signals:
-    """While active, signals sent to us go to the command's process group (main thread only)."""
-
-    def __init__(self, wake: _Wake):
-        self.child: Optional[Child] = None
-        self.received: List[int] = []
-        self._wake = wake
-        self._previous: Dict[int, object] = {}
-
-    def __enter__(self) -> "_Signals":
-        if threading.current_thread() is threading.main_thread():
-            for signo in FORWARDED:
-                self._previous[signo] = signal.signal(signo, self._handle)
-        return self
-
-    def _handle(self, signo: int, _frame: object) -> None:
-        self.received.append(signo)
-        if self.child is not None:
-            self.child.signal(signo)
-        self._wake.poke()
-
-    def __exit__(self, *exc: object) -> None:
-        # the command is gone: a late time-limit warning must not kill this supervisor (the task
-        # would end 138, a failure); everything else gets its previous handler back
-        for signo, handler in self._previous.items():
-            signal.signal(signo, signal.SIG_IGN if signo in (signal.SIGUSR1, signal.SIGUSR2) else handler)
 
 
 def _keepalive(sock: socket.socket, timing: Timing) -> None:
@@ -365,7 +228,7 @@ class Hub:
         plan, timing = self.plan, self.timing
         _raise_fd_limit(plan.size)
         server = _listen(self.plan.me.aux_port, self.names[plan.my_rank])
-        wake = _Wake()
+        wake = Wake()
         sel = selectors.DefaultSelector()
         sel.register(server, selectors.EVENT_READ, "listen")
         sel.register(wake.r, selectors.EVENT_READ, "wake")
@@ -377,7 +240,7 @@ class Hub:
         child_reported = False
         child: Optional[Child] = None
         try:
-            with _Signals(wake) as sigs:
+            with ForwardSignals(wake) as sigs:
                 child = start_command(self.argv, self.env, wake)
                 if child is None:
                     _note_failure(self.launch_report, plan.my_rank, 127)
@@ -588,7 +451,7 @@ class Spoke:
 
     def run(self) -> int:
         timing = self.timing
-        wake = _Wake()
+        wake = Wake()
         sel = selectors.DefaultSelector()
         sel.register(wake.r, selectors.EVENT_READ, "wake")
         start = time.monotonic()
@@ -597,7 +460,7 @@ class Spoke:
         noted = False
         child: Optional[Child] = None
         try:
-            with _Signals(wake) as sigs:
+            with ForwardSignals(wake) as sigs:
                 child = start_command(self.argv, self.env, wake)
                 sigs.child = child
                 while True:

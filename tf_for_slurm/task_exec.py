@@ -208,11 +208,11 @@ def _exec(command: List[str], env: Mapping[str, str]) -> int:
 
 def _run_plain(command: List[str], env: Mapping[str, str]) -> int:
     """Run without peers but as a child, so the spill file can be removed afterwards."""
-    from .supervisor import _Signals, _Wake, exit_status, start_command
+    from .child_process import ForwardSignals, Wake, exit_status, start_command
 
-    wake = _Wake()
+    wake = Wake()
     try:
-        with _Signals(wake) as sigs:
+        with ForwardSignals(wake) as sigs:
             child = start_command(command, env, wake)
             if child is None:
                 return 127
