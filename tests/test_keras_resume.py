@@ -14,6 +14,7 @@ import pytest
 
 from tf_for_slurm.batch_step import read_checkpoint_step
 from tf_for_slurm.errors import UsageError
+from tf_for_slurm.stop_request import StopRequest  # not installed: this process's signals stay as they are
 
 pytestmark = [pytest.mark.tf]
 
@@ -72,4 +73,4 @@ def test_bad_arguments_are_one_line_errors():
     with pytest.raises(UsageError, match="directory='': expected a checkpoint directory"):
         StopAndResume("", target=5)
     with pytest.raises(UsageError, match="steps_per_epoch=0: expected an int >= 1"):
-        StopAndResume("/tmp/x", target=5).restore(object(), steps_per_epoch=0)
+        StopAndResume("/tmp/x", target=5, stop=StopRequest()).restore(object(), steps_per_epoch=0)

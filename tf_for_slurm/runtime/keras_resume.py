@@ -61,7 +61,8 @@ class StopAndResume(tf.keras.callbacks.Callback):
         return self._checkpoint
 
     def restore(self, model: Any, steps_per_epoch: int) -> int:
-        """Restore the last checkpoint into `model`; the epoch to pass as fit's `initial_epoch`."""
+        """Restore the last checkpoint into `model`; the epoch to pass as fit's `initial_epoch`
+        (ceil(target / steps_per_epoch), fit's `epochs`, once the checkpoint is at the target)."""
         if isinstance(steps_per_epoch, bool) or not isinstance(steps_per_epoch, int) or steps_per_epoch < 1:
             raise UsageError(bad_value("steps_per_epoch", steps_per_epoch, "an int >= 1"))
         step = self._ensure(model).restore()
