@@ -29,6 +29,7 @@ from typing import List, Mapping, Optional
 
 from . import threads
 from .batch import first_failure, strict_int
+from .child_process import exit_status
 from .errors import UsageError, bad_value
 from .requeue import DEFAULT_MAX_REQUEUES, checkpoint_step, count_from, decide, stop_delay
 
@@ -158,7 +159,7 @@ class _Step:
             except subprocess.TimeoutExpired:
                 self._read_warn_file(warn_file)
         self._copier.join(timeout=10)
-        return rc if rc >= 0 else 128 - rc
+        return exit_status(rc)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

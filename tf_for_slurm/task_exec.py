@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     from .step_rules import StepRoles
 
 _OFF = ("0", "off", "false", "no")
-
-
-DEFAULT_RECOVERY_WAIT = 1.0
+DEFAULT_RECOVERY_WAIT = 1.0  # seconds (TensorFlow's own: 30)
 
 
 def device_filters_off(env: Mapping[str, str]) -> bool:

@@ -29,10 +29,6 @@ from .resume import LoopCheckpoint, stop_agreement
 log = logging.getLogger(__name__)
 
 
-def _is_multi_worker(strategy: Any) -> bool:
-    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-
-
 class StopAndResume(tf.keras.callbacks.Callback):
     """Ends `fit` at the next batch after a stop signal or at global step `target`, then saves."""
 
@@ -44,7 +40,6 @@ class StopAndResume(tf.keras.callbacks.Callback):
             raise UsageError(bad_value("directory", directory, "a checkpoint directory path"))
         self.directory, self.target = directory, target
         self.stop = stop if stop is not None else shared_stop_request()
-        self.stopped_at: Optional[int] = None  # the global step saved when fit ended
         self._checkpoint: Optional[LoopCheckpoint] = None
         self._agreed: Any = None
 
@@ -56,7 +51,7 @@ class StopAndResume(tf.keras.callbacks.Callback):
             chief = bool(getattr(strategy.extended, "should_checkpoint", True))
             self._checkpoint = LoopCheckpoint(self.directory, is_chief=chief, model=model,
                                               optimizer=model.optimizer)
-            if _is_multi_worker(strategy):
+            if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
                 self._agreed = stop_agreement(strategy, self.stop)
         return self._checkpoint
 
@@ -85,7 +80,6 @@ class StopAndResume(tf.keras.callbacks.Callback):
     def on_train_end(self, logs: Any = None) -> None:
         step = self._step()
         path = self._ensure(self.model).save(step)  # every MWMS worker saves (see LoopCheckpoint)
-        self.stopped_at = step
         if path:
             how = ("at the target" if step >= self.target else "at the end of fit") if not self.stop.requested \
                 else f"{time.monotonic() - self.stop.at:.1f} s after SIG{self.stop.signal}"
