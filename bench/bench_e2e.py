@@ -141,7 +141,7 @@ def _example_args(data_dir: str, model_dir: str, iterations: int, sync: bool, wo
 
 
 def run_library(data_dir: str, iterations: int, sync: bool, workers: int, timeout: float) -> dict:
-    from tf_for_slurm.launcher import make_layout, task_env
+    from tf_for_slurm.supervise.launcher import make_layout, task_env
 
     n = 1 + workers
     layout = make_layout(n)

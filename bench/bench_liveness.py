@@ -66,7 +66,7 @@ def _raise_nofile() -> None:
 
 def _timing_env():
     sys.path.insert(0, str(ROOT))
-    from tf_for_slurm.supervisor import Timing
+    from tf_for_slurm.supervise.supervisor import Timing
 
     return Timing.from_env(os.environ)
 
@@ -85,8 +85,8 @@ def hub_main(argv) -> int:
     import logging
 
     from tf_for_slurm.plan import localhost_plan
-    from tf_for_slurm.step_rules import step_roles
-    from tf_for_slurm.supervisor import Hub, Timing
+    from tf_for_slurm.plan.strategy import step_roles
+    from tf_for_slurm.supervise.supervisor import Hub, Timing
 
     logging.basicConfig(level=logging.WARNING, format="hub %(levelname)s %(message)s")
     plan = localhost_plan(["chief"] + ["worker"] * (a.size - 1), [1] * a.size, my_rank=0)

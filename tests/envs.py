@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tf_for_slurm.slurm import expand_nodelist, parse_tasks_per_node
+from tf_for_slurm.host.slurm import expand_nodelist, parse_tasks_per_node
 
 
 def step_env(nodelist: str, tpn: str, *, slot: int = 0, job_id: str = "4242", step_id: str = "0",

@@ -79,15 +79,16 @@ def _launch(**kwargs):
 
 
 def _memory(env, **kwargs):
-    from tf_for_slurm.memory import memory_per_task
+    from tf_for_slurm.plan.memory import memory_per_task
 
     return lambda: memory_per_task(env, **kwargs)
 
 
 def _policy(spec):
-    from tf_for_slurm.addresses import parse_policy
+    from tf_for_slurm.host.settings import ADDRESS
+    from tf_for_slurm.plan.addresses import parse_policy
 
-    return lambda: parse_policy(spec)
+    return lambda: parse_policy(spec, ADDRESS)
 
 
 def _step(env):

@@ -395,7 +395,7 @@ def test_sync_run_exits_cleanly(tmp_path, data_dir):
 @pytest.mark.timeout(240)
 def test_ps_exits_nonzero_when_a_worker_dies(tmp_path, data_dir):
     """Spawned the way srun would (no launcher to clean up): SIGKILL worker 1 mid-training."""
-    from tf_for_slurm.launcher import make_layout, task_env
+    from tf_for_slurm.supervise.launcher import make_layout, task_env
 
     layout, env = make_layout(3), _env()
     env["TF_SLURM_BASE_PORT"] = str(_free_base_port(3))

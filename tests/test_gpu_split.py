@@ -4,7 +4,7 @@ from collections import namedtuple
 
 import pytest
 
-from tf_for_slurm.gpus import devices_for_task, gpu_view
+from tf_for_slurm.plan.gpus import devices_for_task, gpu_view
 
 T = namedtuple("T", "rank role node_index gpus")
 

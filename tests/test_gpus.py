@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tf_for_slurm.errors import UsageError
-from tf_for_slurm.gpus import (bound_per_task, local_gpu_ordinal, parse_gpu_list, pick_gpu_source,
-                               share_gpus, visible_devices_for)
+from tf_for_slurm.plan.gpus import bound_per_task, local_gpu_ordinal, parse_gpu_list, pick_gpu_source, share_gpus, visible_devices_for
 from tf_for_slurm.plan import Task
 
 

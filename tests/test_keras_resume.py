@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tf_for_slurm.batch_step import read_checkpoint_step
+from tf_for_slurm.supervise.batch_step import read_checkpoint_step
 from tf_for_slurm.errors import UsageError
-from tf_for_slurm.stop_request import StopRequest  # not installed: this process's signals stay as they are
+from tf_for_slurm.host.stop_request import StopRequest  # not installed: this process's signals stay as they are
 
 pytestmark = [pytest.mark.tf]
 

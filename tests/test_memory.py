@@ -13,9 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tf_for_slurm.errors import UsageError
-from tf_for_slurm.memory import (
-    add_arguments, main, memory_per_task, parse_count, parse_memory_mb, parse_scontrol_records,
-)
+from tf_for_slurm.plan.memory import add_arguments, main, memory_per_task, parse_count, parse_memory_mb, parse_scontrol_records
 
 REPO = Path(__file__).resolve().parent.parent
 

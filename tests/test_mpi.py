@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tf_for_slurm.mpi import layout_from_hosts
+from tf_for_slurm.host.mpi import layout_from_hosts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

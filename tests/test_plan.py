@@ -9,8 +9,9 @@ from hypothesis import given, settings, strategies as st
 from tf_for_slurm import plan_from_env
 from tf_for_slurm.errors import PlanError, UsageError
 from tf_for_slurm.plan import build_plan
-from tf_for_slurm.slurm import format_tasks_per_node, offline_step
-from tf_for_slurm.task_env import MAX_ENV_STRING, task_env, trimmed_tf_config
+from tf_for_slurm.host.slurm import format_tasks_per_node
+from tf_for_slurm.plan.step import offline_step
+from tf_for_slurm.host.task_env import MAX_ENV_STRING, task_env, trimmed_tf_config
 from envs import step_env
 
 
@@ -131,7 +132,7 @@ def test_every_rank_finds_itself_once_addresses_distinct_role_counts_as_asked(co
 
 
 def test_apply_tf_config_sets_the_full_spec_in_process_at_any_size(monkeypatch):
-    from tf_for_slurm.task_env import apply_tf_config
+    from tf_for_slurm.host.task_env import apply_tf_config
 
     plan = build_plan(offline_step("node[0001-4096]", "4", job_id="8"), ("ps",) * 4 + ("worker",) * (16384 - 4))
     monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k != "TF_CONFIG"})  # restored after

@@ -13,7 +13,7 @@ import pytest
 
 from tf_for_slurm._shim.tf_slurm_session_filters import _MANAGER, install_recovery_wait
 from tf_for_slurm.errors import UsageError
-from tf_for_slurm.task_exec import recovery_wait
+from tf_for_slurm.host.settings import recovery_wait
 
 
 def _fake_session_manager_module():

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from tf_for_slurm.errors import UsageError
-from tf_for_slurm.requeue import (EXIT_REQUEUE_LIMIT, EXIT_TERMINATED, checkpoint_step, count_from, decide,
-                                  signal_name, stop_delay)
-from tf_for_slurm.stop_request import StopRequest, signals_from_env
+from tf_for_slurm.plan.requeue import EXIT_REQUEUE_LIMIT, EXIT_TERMINATED, checkpoint_step, count_from, decide, signal_name, stop_delay
+from tf_for_slurm.host.stop_request import StopRequest, signals_from_env
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -347,7 +346,7 @@ def test_exec_shim_holds_an_early_warning_for_the_program():
 
 
 def test_step_in_name():
-    from tf_for_slurm.requeue import step_in_name
+    from tf_for_slurm.plan.requeue import step_in_name
 
     assert step_in_name("/d/ckpt-1300") == 1300 and step_in_name("/run-3/model.ckpt-7") == 7
     assert step_in_name("/d/weights") is None

@@ -4,12 +4,14 @@ import socket
 
 import pytest
 
-from tf_for_slurm.addresses import (check_resolvable, hosts_for, parse_address_file,
-                                    parse_policy)
-from tf_for_slurm.environment import noib_address
+from tf_for_slurm.host.network import check_resolvable
+from tf_for_slurm.host.settings import ADDRESS
+from tf_for_slurm.plan.addresses import hosts_for, parse_address_file, parse_policy
+from tf_for_slurm.host.environment import noib_address
 from tf_for_slurm.errors import PlanError, UsageError
-from tf_for_slurm.ports import assign_ports, block_size, ensure_bindable, window_base, WINDOW_HIGH, WINDOW_LOW
-from tf_for_slurm.roles import first_ps, normalise_role, ps_per_node, roles_from_list, with_chief
+from tf_for_slurm.plan.ports import WINDOW_HIGH, WINDOW_LOW, assign_ports, block_size, window_base
+from tf_for_slurm.host.network import ensure_bindable
+from tf_for_slurm.plan.roles import first_ps, normalise_role, ps_per_node, roles_from_list, with_chief
 
 
 @pytest.mark.parametrize("role,expected", [("ps", "ps"), ("worker", "worker"), ("chief", "chief"),
@@ -123,9 +125,9 @@ def test_address_policies():
 
 
 BAD_ADDRESSES = [
-    (lambda: parse_policy("ib"), UsageError, "TF_SLURM_ADDRESS='ib': expected 'hostname', 'template:{host}-ib'"),
+    (lambda: parse_policy("ib", ADDRESS), UsageError, "TF_SLURM_ADDRESS='ib': expected 'hostname', 'template:{host}-ib'"),
     (lambda: parse_policy("template:{node}-ib"), UsageError, "a template whose only field is {host}"),
-    (lambda: parse_policy("iface:"), UsageError, "TF_SLURM_ADDRESS='iface:'"),
+    (lambda: parse_policy("iface:", ADDRESS), UsageError, "TF_SLURM_ADDRESS='iface:'"),
     (lambda: hosts_for(["n1", "n2"], parse_policy("file:/x"), {"n1": "1.2.3.4"}), PlanError, "no address for node(s) ['n2']"),
     (lambda: hosts_for(["n1"], parse_policy("iface:ib0")), PlanError, "expected per-node addresses"),
     (lambda: parse_address_file("n1\n"), PlanError, "line 1='n1': expected 'NODE ADDRESS'"),

@@ -3,8 +3,8 @@
 import pytest
 
 from tf_for_slurm.errors import SlurmEnvError
-from tf_for_slurm.slurm import (expand_nodelist, format_tasks_per_node, offline_step, parse_port_list,
-                                parse_tasks_per_node, step_from_env)
+from tf_for_slurm.host.slurm import expand_nodelist, format_tasks_per_node, parse_port_list, parse_tasks_per_node, step_from_env
+from tf_for_slurm.plan.step import offline_step
 from envs import step_env
 
 

@@ -6,8 +6,8 @@ from collections import namedtuple
 import pytest
 
 from tf_for_slurm.errors import UsageError
-from tf_for_slurm.step_rules import device_filters, infer_strategy, step_roles
-from tf_for_slurm.step_watch import LOST_STATUS, End, StepWatch
+from tf_for_slurm.plan.strategy import exec_device_filters as device_filters, infer_strategy, step_roles
+from tf_for_slurm.plan.step_watch import End, LOST_STATUS, StepWatch
 
 T = namedtuple("T", "rank role index")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from envs import step_env
+from tf_for_slurm.host.slurm import under_exec
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -415,9 +416,9 @@ def test_a_spoke_waiting_for_an_unanswered_report_does_not_spin():
     import socket
     import threading
 
-    from tf_for_slurm.environment import plan_from_env
+    from tf_for_slurm.host.environment import plan_from_env
     from tf_for_slurm.errors import TfSlurmError
-    from tf_for_slurm.ports import ensure_bindable
+    from tf_for_slurm.host.network import ensure_bindable
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TF_SLURM"))}
     # task 1 of 2 (worker 1, a spoke); the fake hub listens on rank 0's auxiliary port
@@ -493,7 +494,7 @@ def test_sigusr1_reaches_every_command_through_local_and_exec(tmp_path):
 def test_launch_reruns_itself_under_exec_only_inside_a_step(monkeypatch):
     import importlib
 
-    from tf_for_slurm.environment import plan_from_env
+    from tf_for_slurm.host.environment import plan_from_env
 
     launch_mod = importlib.import_module("tf_for_slurm.runtime.launch")  # the module, not the function
     env = step_env("node[1-3]", "1(x3)", slot=1, TF_SLURM_ADDRESS="template:127.0.0.1", TF_SLURM_BASE_PORT="23000")
@@ -502,9 +503,9 @@ def test_launch_reruns_itself_under_exec_only_inside_a_step(monkeypatch):
     assert not launch_mod._can_supervise(plan, {**env, "TF_SLURM_SUPERVISE": "0"})
     no_step = {k: v for k, v in env.items() if not k.startswith("SLURM_STEP")}
     assert not launch_mod._can_supervise(plan, no_step)
-    assert not launch_mod._under_exec(env)
-    assert launch_mod._under_exec({**env, "TF_SLURM_SUPERVISED": "4242.0.1"})
-    assert not launch_mod._under_exec({**env, "TF_SLURM_SUPERVISED": "999.0.1"})  # another step's
+    assert not under_exec(env)
+    assert under_exec({**env, "TF_SLURM_SUPERVISED": "4242.0.1"})
+    assert not under_exec({**env, "TF_SLURM_SUPERVISED": "999.0.1"})  # another step's
     seen = []
     monkeypatch.setattr(launch_mod.os, "execv", lambda path, argv: seen.append(argv))
     monkeypatch.setattr(launch_mod.sys, "orig_argv", ["python3", "train.py", "--steps", "5"], raising=False)

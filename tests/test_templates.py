@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_for_slurm.batch import batch_settings, first_failure, strict_int
+from tf_for_slurm.plan.batch_settings import batch_settings, first_failure, strict_int
 from tf_for_slurm.errors import TfSlurmError, UsageError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from envs import step_env
 
-from tf_for_slurm.addresses import AddressPolicy, decide_auto, parse_policy
+from tf_for_slurm.host.settings import ADDRESS
+from tf_for_slurm.plan.addresses import AddressPolicy, decide_auto, parse_policy
 from tf_for_slurm.compat import ib_switch, info_from_plan, info_from_tf_config
-from tf_for_slurm.environment import noib_address
+from tf_for_slurm.host.environment import noib_address
 from tf_for_slurm.errors import PlanError, UsageError
 from tf_for_slurm.plan import localhost_plan
 
@@ -66,7 +67,7 @@ def test_auto_policy_spellings():
     assert parse_policy("auto") == AddressPolicy("auto")
     assert parse_policy("auto:{host}.ib0") == AddressPolicy("auto", "{host}.ib0")
     with pytest.raises(UsageError, match=r"TF_SLURM_ADDRESS='auto:\{node\}-ib': expected a template"):
-        parse_policy("auto:{node}-ib")
+        parse_policy("auto:{node}-ib", ADDRESS)
     with pytest.raises(UsageError, match="'auto' or 'auto:{host}-ib'"):
         parse_policy("automatic")
     assert noib_address(None, {}) == "auto"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Optional, Sequence
 
-from .compat import ib_switch, remember_plan
-from .environment import compat_arguments, noib_address, plan_from_env
+from tf_for_slurm.compat import ib_switch
+from tf_for_slurm.host import settings
+from tf_for_slurm.host.environment import compat_arguments, noib_address, plan_from_env, remember_plan
+from tf_for_slurm.plan.strategy import exec_device_filters
 
 
 def GetServerDictionary(ListOfTFTasks: Sequence[str], NoIB: Optional[bool] = None,  # noqa: N802,N803
@@ -30,19 +33,13 @@ def _session_filters(plan) -> None:
     original scripts open sessions without them, and one opened after another task has exited
     (a late ps, or a session re-created after an error) would wait for it forever.
     TF_SLURM_DEVICE_FILTERS=0 turns this off; a session config that names filters is left alone."""
-    import logging
-    import os
-
-    from .step_rules import device_filters
-    from .task_exec import device_filters_off, recovery_wait
-
-    if device_filters_off(os.environ):
+    if not settings.device_filters_on():
         return
     me = plan.me
-    filters = device_filters("tf1", me.role, me.index)
+    filters = exec_device_filters("tf1", me.role, me.index)
     if filters:
-        from ._shim.tf_slurm_session_filters import install, install_recovery_wait
+        from tf_for_slurm._shim.tf_slurm_session_filters import install, install_recovery_wait
 
         install(filters, me.port)
-        install_recovery_wait(recovery_wait(os.environ))
+        install_recovery_wait(settings.recovery_wait())
         logging.getLogger(__name__).info("device filters %s for this task's sessions", ",".join(filters))

@@ -4,16 +4,20 @@ Importing this package never imports TensorFlow; only `tf_for_slurm.runtime` and
 `tf_for_slurm.DistributedTFQueueHook` do.
 """
 
-from .errors import PlanError, SlurmEnvError, TfSlurmError, UsageError
-from .environment import plan_from_env
-from .plan import ClusterPlan, Task, build_plan
-from .slurm import SlurmStep, step_from_env
+from tf_for_slurm import _moved
+from tf_for_slurm.errors import PlanError, SlurmEnvError, TfSlurmError, UsageError
+from tf_for_slurm.host.environment import plan_from_env
+from tf_for_slurm.plan.cluster import ClusterPlan, Task, build_plan
+from tf_for_slurm.host.slurm import step_from_env
+from tf_for_slurm.plan.step import SlurmStep
 
 __all__ = [
     "ClusterPlan", "PlanError", "SlurmEnvError", "SlurmStep", "Task", "TfSlurmError", "UsageError",
     "build_plan", "plan_from_env", "step_from_env",
 ]
 __version__ = "0.1.0"
+
+_moved.install()  # old module paths (tf_for_slurm.slurm, ...) still import
 
 # The original tf4slurm names, importable from the package itself (`from tf_for_slurm import
 # PrintStepHook`).  Loaded on first use, so `import tf_for_slurm` still imports no TensorFlow (nor

@@ -2,6 +2,6 @@
 
 import sys
 
-from .cli import main
+from tf_for_slurm.cli import main
 
 sys.exit(main())

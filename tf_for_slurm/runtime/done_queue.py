@@ -18,23 +18,15 @@ import contextlib
 import logging
 from typing import Any, Iterator, Optional, Sequence
 
-from ..compat import fill_from_task, one_of
-from ..errors import UsageError, bad_value
-from ..plan import ClusterPlan, Task
-from .hooks import SessionHook
+from tf_for_slurm.plan.strategy import REPORTING_ROLES, reporter_tasks
+from tf_for_slurm.plan.task_info import fill_from_task, one_of
+from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.plan.cluster import ClusterPlan, Task
+from tf_for_slurm.runtime.hooks import SessionHook
 
 log = logging.getLogger(__name__)
 
 QUEUE_NAME = "done_queue"
-REPORTING_ROLES = ("chief", "worker")
-
-
-def reporter_tasks(plan: ClusterPlan) -> list:
-    """Tasks the ps waits for, in reporter-index order (chief first, then workers)."""
-    out: list = []
-    for role in REPORTING_ROLES:
-        out.extend(sorted(plan.tasks_with_role(role), key=lambda t: t.index))
-    return out
 
 
 def reporter_index(plan: ClusterPlan, task: Optional[Task] = None) -> int:
@@ -185,7 +177,7 @@ class QueueManagementHook(SessionHook):
             for name, v in ((ps_name, n_ps), (workers_name, n_workers)):  # bad counts before the lookup
                 if v is not None:
                     _check_count(name, v)
-            from ..environment import this_task
+            from tf_for_slurm.host.environment import this_task
 
             info = this_task(ps=n_ps, who="QueueManagementHook")
             n_ps, n_workers, worker_index = fill_from_task(info, "QueueManagementHook", n_ps, ps_name,

@@ -10,8 +10,8 @@ import logging
 import time
 from typing import Any, Optional
 
-from ..compat import fill_from_task, one_of
-from ..errors import TfSlurmError, UsageError, bad_value
+from tf_for_slurm.plan.task_info import fill_from_task, one_of
+from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class BarrierOnChiefHook(SessionHook):
         if n_workers is not None:
             _positive_int(workers_name, n_workers)
         if worker_index is None or n_workers is None:
-            from ..environment import this_task
+            from tf_for_slurm.host.environment import this_task
 
             info = this_task(who="BarrierOnChiefHook")
             _, n_workers, worker_index = fill_from_task(info, "BarrierOnChiefHook", None, "n_ps", n_workers,
@@ -219,7 +219,7 @@ class StopOnSignalHook(SessionHook):
 
     def __init__(self, stop: Any = None, name: str = "this task"):
         if stop is None:
-            from ..stop_request import shared_stop_request
+            from tf_for_slurm.host.stop_request import shared_stop_request
 
             stop = shared_stop_request()
         self.stop = stop

@@ -22,9 +22,9 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
-from ..errors import UsageError, bad_value
-from ..stop_request import shared_stop_request
-from .resume import LoopCheckpoint, stop_agreement
+from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.host.stop_request import shared_stop_request
+from tf_for_slurm.runtime.resume import LoopCheckpoint, stop_agreement
 
 log = logging.getLogger(__name__)
 

@@ -39,16 +39,19 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .. import threads
-from ..errors import TfSlurmError, UsageError, bad_value
-from ..liveness import port_accepts, port_state
-from ..plan import ClusterPlan
-from .done_queue import report_done, reporter_index, reporter_tasks
-from .hooks import BarrierOnChiefHook, PrintStepHook, StopOnSignalHook
-from .ps_wait import wait_for_workers
-from .server import device_filters, session_config, start_server
+from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value
+from tf_for_slurm.host import settings, slurm, threads
+from tf_for_slurm.host.environment import plan_from_env
+from tf_for_slurm.host.network import port_accepts, port_state
+from tf_for_slurm.host.stop_request import shared_stop_request
+from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.plan.strategy import require_chief
+from tf_for_slurm.runtime.done_queue import report_done, reporter_index, reporter_tasks
+from tf_for_slurm.runtime.hooks import BarrierOnChiefHook, PrintStepHook, StopOnSignalHook
+from tf_for_slurm.runtime.ps_wait import wait_for_workers
+from tf_for_slurm.runtime.server import device_filters, session_config, start_server
 
 log = logging.getLogger(__name__)
 #: what a ps logs on SIGUSR1/SIGTERM: it must outlive the chief's checkpoint, which reads its variables
@@ -56,16 +59,8 @@ PS_ON_SIGNAL = "this ps keeps serving until every worker reported (the chief's c
 
 
 def chief_of(plan: ClusterPlan) -> Any:
-    """The Task that initialises variables and writes checkpoints: 'chief' if any, else worker 0."""
-    chiefs = plan.tasks_with_role("chief")
-    if len(chiefs) > 1:
-        raise UsageError(bad_value("number of chief tasks", len(chiefs), "at most 1"))
-    if chiefs:
-        return chiefs[0]
-    workers = sorted(plan.tasks_with_role("worker"), key=lambda t: t.index)
-    if not workers:
-        raise UsageError(bad_value("roles", [t.role for t in plan.tasks], "at least one 'worker' or 'chief'"))
-    return workers[0]
+    """The Task that initialises variables and writes checkpoints (plan.strategy.require_chief)."""
+    return require_chief(plan.tasks)
 
 
 @dataclass(frozen=True)
@@ -281,21 +276,11 @@ def _always_up(_host: str, _port: int, _timeout: float) -> bool:
     return True
 
 
-def _under_exec(env) -> bool:
-    """True when this process is the command of a `tf-slurm exec` supervisor of this very task."""
-    from ..task_exec import SUPERVISED, step_tag
-
-    return bool(env.get(SUPERVISED)) and env.get(SUPERVISED) == step_tag(env)
-
-
-def _can_supervise(plan: ClusterPlan, env) -> bool:
+def _can_supervise(plan: ClusterPlan, env: Mapping[str, str]) -> bool:
     """Inside a Slurm step of several tasks (what `tf-slurm exec` plans from), unless opted out."""
-    if env.get("TF_SLURM_SUPERVISE", "").strip().lower() in ("0", "false", "no", "off"):
+    if not settings.flag(env, settings.SUPERVISE):
         return False
-    in_step = bool(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID"))
-    ntasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or ""
-    return (in_step and plan.size > 1 and ntasks.isdigit() and int(ntasks) == plan.size
-            and env.get("SLURM_PROCID") is not None and plan.my_rank is not None)
+    return slurm.step_of_size(env, plan.size) and plan.my_rank is not None
 
 
 def _reexec_under_exec(plan: ClusterPlan) -> None:
@@ -332,25 +317,20 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         if not isinstance(flag, bool):
             raise UsageError(bad_value(name, flag, "True or False"))
     if plan is None:
-        from .. import plan_from_env  # written alongside; imported lazily on purpose
-        from ..slurm import outside_step
-
-        reason = outside_step(os.environ, "srun python train.py")  # srun forgotten: fail now, never wait for peers
+        reason = slurm.outside_step(settings.environ(), "srun python train.py")  # srun forgotten: fail now, never wait for peers
         if reason:
             raise UsageError(reason)
         plan = plan_from_env(tasks=tasks, ps=ps)
     elif tasks is not None or ps is not None:
         raise UsageError(bad_value("tasks/ps", (tasks, ps), "None when plan= is given"))
-    supervised = _under_exec(os.environ)
-    if supervise and not supervised and _can_supervise(plan, os.environ):
+    supervised = slurm.under_exec(settings.environ())
+    if supervise and not supervised and _can_supervise(plan, settings.environ()):
         _reexec_under_exec(plan)  # does not return
     me = plan.me
     if me.role != "evaluator":
         chief_of(plan)  # reject plans without worker/chief before starting anything
     stop = None
     if stop_on_signal:  # before the server starts: a time-limit warning can come at any moment
-        from ..stop_request import shared_stop_request
-
         stop = shared_stop_request(what=PS_ON_SIGNAL if me.role == "ps" else None)
     server = start_server(plan, gpu_memory_fraction=gpu_memory_fraction)
     if me.role == "ps":

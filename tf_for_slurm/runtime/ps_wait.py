@@ -25,10 +25,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
-from ..errors import UsageError, bad_value
-from ..liveness import port_accepts
-from ..plan import ClusterPlan
-from .done_queue import create_done_queue, decode_done, reporter_tasks
+from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.host.network import port_accepts
+from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.runtime.done_queue import create_done_queue, decode_done, reporter_tasks
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ import shutil
 import tempfile
 from typing import Any, Callable, Optional
 
-from ..errors import UsageError, bad_value
-from ..requeue import step_in_name
+from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.plan.requeue import step_in_name
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,11 @@ import os
 import sys
 from typing import Any, MutableMapping, Optional
 
-from ..errors import PlanError, UsageError, bad_value
-from ..gpus import devices_for_task
-from ..plan import ClusterPlan, Task
-from ..ports import ensure_bindable
+from tf_for_slurm.errors import PlanError, UsageError, bad_value
+from tf_for_slurm.plan.gpus import devices_for_task
+from tf_for_slurm.plan import strategy
+from tf_for_slurm.plan.cluster import ClusterPlan, Task
+from tf_for_slurm.host.network import ensure_bindable
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +30,7 @@ def device_filters(plan: ClusterPlan, task: Optional[Task] = None) -> list:
     keep working while workers come and go.
     """
     t = plan.me if task is None else task
-    own = f"/job:{t.role}/task:{t.index}"
-    if t.role == "ps":
-        return [own]
-    return ["/job:ps", own] if plan.count("ps") else [own]
+    return strategy.device_filters(t.role, t.index, has_ps=plan.count("ps") > 0)
 
 
 def _check_fraction(gpu_memory_fraction: Optional[float]) -> None:

@@ -35,9 +35,11 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from ..errors import PlanError, UsageError, bad_value
-from ..liveness import port_accepts
-from ..plan import ClusterPlan, Task
+from tf_for_slurm.errors import PlanError, UsageError, bad_value
+from tf_for_slurm.host import settings
+from tf_for_slurm.host.environment import plan_from_env
+from tf_for_slurm.host.network import port_accepts
+from tf_for_slurm.plan.cluster import ClusterPlan, Task
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +69,11 @@ def _plan_or_env(plan: Optional[ClusterPlan], strategy: str) -> ClusterPlan:
         if not isinstance(plan, ClusterPlan):
             raise UsageError(bad_value("plan", type(plan).__name__, "a tf_for_slurm ClusterPlan or None"))
         return plan
-    from .. import plan_from_env  # lazy: keeps `import tf_for_slurm.runtime.tf2` light
-
+    env = settings.environ()
     kwargs: dict = {}
-    if strategy == "mwms" and not (os.environ.get("TF_SLURM_TASKS") or os.environ.get("TF_SLURM_PS")):
+    if strategy == "mwms" and not (settings.text(env, settings.TASKS) or settings.text(env, settings.PS)):
         kwargs["ps"] = 0
-    if strategy == "pss" and not os.environ.get("TF_SLURM_TASKS"):
+    if strategy == "pss" and not settings.text(env, settings.TASKS):
         kwargs["chief"] = True
     return plan_from_env(**kwargs)
 
@@ -144,7 +145,7 @@ def multi_worker_mirrored_strategy(plan: Optional[ClusterPlan] = None, **strateg
 
 def _gpus(plan: ClusterPlan) -> None:
     """The same GPU split as runtime.launch and `tf-slurm exec` (ps none, workers their share)."""
-    from .server import configure_gpus
+    from tf_for_slurm.runtime.server import configure_gpus
 
     configure_gpus(plan)
 
@@ -267,7 +268,7 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
         raise UsageError(bad_value("task", f"{me.role}:{me.index}",
                                    "a 'ps' or 'worker' task (the chief coordinates: use parameter_server_strategy())"))
     _gpus(plan)
-    from ..stop_request import shared_stop_request
+    from tf_for_slurm.host.stop_request import shared_stop_request
 
     # SIGUSR1/SIGTERM: keep serving; the coordinator stops, checkpoints through us, then says done
     shared_stop_request(what="this server keeps serving until the coordinator says done")

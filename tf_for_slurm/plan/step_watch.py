@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
-from .step_rules import StepRoles
+from tf_for_slurm.plan.strategy import StepRoles
 
 LOST_STATUS = 1  # the status of a task whose supervisor vanished without saying
 

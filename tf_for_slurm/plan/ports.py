@@ -14,13 +14,11 @@ unrelated jobs collide with probability 1/nblocks (about 0.13% with 8 tasks per 
 
 from __future__ import annotations
 
-import errno
-import socket
 import zlib
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .errors import PlanError, bad_value
+from tf_for_slurm.errors import PlanError, bad_value
 
 WINDOW_LOW = 20000
 WINDOW_HIGH = 32768  # exclusive; Linux's default ip_local_port_range starts here
@@ -102,18 +100,3 @@ def assign_ports(offsets: Sequence[int], *, job_id: str, step_id: str,
     )
 
 
-def ensure_bindable(port: int, who: str, host: str = "0.0.0.0") -> None:
-    """Fail now, naming the port and the task, if the task's own port is taken.
-
-    TensorFlow listens on all interfaces with SO_REUSEADDR, so the check binds the same way: a
-    port in TIME_WAIT passes, a port another server listens on fails.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            reason = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-            raise PlanError(bad_value(f"port of {who}", port, f"a free TCP port on this host ({reason}; "
-                                      "another job on this node? set TF_SLURM_BASE_PORT or use srun "
-                                      "--resv-ports)")) from None

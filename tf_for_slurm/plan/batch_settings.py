@@ -19,7 +19,7 @@ import argparse
 import re
 from typing import List, Mapping, Optional
 
-from .errors import UsageError, bad_value
+from tf_for_slurm.errors import UsageError, bad_value
 
 __all__ = ["SETTINGS", "add_arguments", "add_status_arguments", "batch_settings", "first_failure", "main",
            "main_status", "strict_int"]
@@ -52,8 +52,8 @@ def batch_settings(env: Mapping[str, str], *, num_ps: str, min_ps: int = 0, mem_
 
     RESV_PORTS: 2 per task on the busiest node (a TensorFlow port and an auxiliary port).
     """
-    from .memory import memory_per_task
-    from .slurm import MAX_TASKS, parse_tasks_per_node
+    from tf_for_slurm.plan.memory import memory_per_task
+    from tf_for_slurm.plan.step import MAX_TASKS, parse_tasks_per_node
 
     if not env.get("SLURM_NTASKS"):
         raise UsageError("SLURM_NTASKS is not set: expected sbatch --ntasks (or -n)")
@@ -106,7 +106,7 @@ def main(args: argparse.Namespace, env: Optional[Mapping[str, str]] = None) -> i
     """Print `NTASKS CPUS_PER_TASK NUM_WORKERS MEM_PER_CPU RESV_PORTS` (integers, one line)."""
     import os
 
-    from .memory import _read_source
+    from tf_for_slurm.plan.memory import _read_source
 
     stdin_used: List[str] = []
     values = batch_settings(

@@ -25,8 +25,8 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from .errors import SlurmEnvError, UsageError, bad_value
-from .slurm import MAX_MEMORY_MB
+from tf_for_slurm.errors import SlurmEnvError, UsageError, bad_value
+from tf_for_slurm.plan.step import MAX_MEMORY_MB
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def parse_scontrol_records(text: str, name: str = "scontrol output") -> List[Dic
 
 
 def _tasks_per_node(spec: str, name: str) -> List[int]:
-    from .slurm import parse_tasks_per_node
+    from tf_for_slurm.plan.step import parse_tasks_per_node
 
     try:
         return list(parse_tasks_per_node(spec, name))
@@ -341,7 +341,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _standalone(argv: Optional[Sequence[str]] = None) -> int:
     """`python -m tf_for_slurm.memory ...`: the same as `tf-slurm mem ...`."""
-    from .errors import TfSlurmError
+    from tf_for_slurm.errors import TfSlurmError
 
     parser = argparse.ArgumentParser(prog="tf-slurm mem", description=__doc__.splitlines()[0])
     add_arguments(parser)

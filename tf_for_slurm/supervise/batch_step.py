@@ -27,11 +27,11 @@ import threading
 import time
 from typing import List, Mapping, Optional
 
-from . import threads
-from .batch import first_failure, strict_int
-from .child_process import exit_status
-from .errors import UsageError, bad_value
-from .requeue import DEFAULT_MAX_REQUEUES, checkpoint_step, count_from, decide, stop_delay
+from tf_for_slurm.host import threads
+from tf_for_slurm.plan.batch_settings import first_failure, strict_int
+from tf_for_slurm.supervise.child_process import exit_status
+from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.plan.requeue import DEFAULT_MAX_REQUEUES, checkpoint_step, count_from, decide, stop_delay
 
 DEFAULT_WARN_MARGIN = 60
 WARN_POLL = 0.2  # seconds between looks at --warn-file

@@ -29,11 +29,11 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from .child_process import Child, ForwardSignals, Wake, start_command
-from .errors import PlanError, UsageError, bad_value
-from .plan import ClusterPlan, Task
-from .step_rules import StepRoles
-from .step_watch import LOST_STATUS, End, StepWatch
+from tf_for_slurm.supervise.child_process import Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.errors import PlanError, UsageError, bad_value
+from tf_for_slurm.plan.cluster import ClusterPlan, Task
+from tf_for_slurm.plan.strategy import StepRoles
+from tf_for_slurm.plan.step_watch import LOST_STATUS, End, StepWatch
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ import os
 import socket
 from typing import Mapping, Optional, Sequence
 
-from .errors import SlurmEnvError
-from .slurm import SlurmStep
+from tf_for_slurm.errors import SlurmEnvError
+from tf_for_slurm.plan.step import SlurmStep
 
 
 def layout_from_hosts(hosts: Sequence[str]) -> tuple:
@@ -72,9 +72,9 @@ def rendezvous_ports(step: SlurmStep, comm=None) -> tuple:
 def plan_from_mpi(comm=None, *, tasks=None, ps: Optional[int] = None, placement: str = "first",
                   chief: bool = False, address: Optional[str] = None, rendezvous: bool = False):
     """ClusterPlan of an MPI job; `rendezvous=True` uses OS-chosen ports exchanged over MPI."""
-    from .addresses import parse_policy
-    from .environment import roles_for
-    from .plan import build_plan
+    from tf_for_slurm.plan.addresses import parse_policy
+    from tf_for_slurm.host.environment import roles_for
+    from tf_for_slurm.plan.cluster import build_plan
 
     step = step_from_mpi(comm)
     roles = roles_for(step, tasks, ps, placement, chief)
@@ -82,7 +82,7 @@ def plan_from_mpi(comm=None, *, tasks=None, ps: Optional[int] = None, placement:
     policy = parse_policy(address if address is not None else os.environ.get("TF_SLURM_ADDRESS"))
     node_addresses = None
     if policy.kind == "iface":
-        from .addresses import interface_address
+        from tf_for_slurm.host.network import interface_address
 
         node_addresses = dict(zip(step.nodes, _gather_per_node(step, interface_address(policy.arg), comm)))
     return build_plan(step, roles, address=policy, ports=ports, node_addresses=node_addresses)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple, Optional
 
+from tf_for_slurm.plan.strategy import find_chief
+
 ROLE_ORDER = ("chief", "ps", "worker", "evaluator")
 
 
@@ -52,7 +54,7 @@ class ClusterPlan:
     def me(self) -> Task:
         """This process's task; only a plan built inside a step knows it."""
         if self.my_rank is None:
-            from .errors import PlanError
+            from tf_for_slurm.errors import PlanError
 
             raise PlanError(
                 "this task's place in the step is unknown: expected SLURM_LOCALID and SLURM_NODEID (or "
@@ -72,13 +74,7 @@ class ClusterPlan:
     def chief(self) -> Optional[Task]:
         """The task that initialises variables and writes checkpoints: the 'chief' if the plan has
         one, else worker 0 (TensorFlow's implicit chief); None without either."""
-        worker0 = None
-        for t in self.tasks:
-            if t.role == "chief":
-                return t
-            if t.role == "worker" and t.index == 0:
-                worker0 = t
-        return worker0
+        return find_chief(self.tasks)
 
     def tasks_with_role(self, role: str) -> list:
         return [t for t in self.tasks if t.role == role]
@@ -87,7 +83,7 @@ class ClusterPlan:
         for t in self.tasks:
             if t.role == role and t.index == index:
                 return t
-        from .errors import PlanError
+        from tf_for_slurm.errors import PlanError
 
         raise PlanError(f"role={role!r} index={index}: no such task in the plan")
 
@@ -124,7 +120,7 @@ class ClusterPlan:
 
 def localhost_plan(roles: list, ports: list, my_rank: Optional[int] = None) -> ClusterPlan:
     """A plan of tasks all on 127.0.0.1 with the given roles and ports (tests, local runs)."""
-    from .roles import normalise_role
+    from tf_for_slurm.plan.roles import normalise_role
 
     counters: dict = {}
     tasks = []
@@ -143,9 +139,9 @@ def build_plan(step, roles, *, address=None, port_scope: str = "auto", base_port
 
     `ports` (optional, one per slot) overrides the port policy: the mpi4py rendezvous uses it.
     """
-    from .addresses import AddressPolicy, hosts_for
-    from .errors import PlanError, bad_value
-    from .ports import assign_ports
+    from tf_for_slurm.plan.addresses import AddressPolicy, hosts_for
+    from tf_for_slurm.errors import PlanError, bad_value
+    from tf_for_slurm.plan.ports import assign_ports
 
     policy = address if address is not None else AddressPolicy("hostname")
     if port_scope not in ("auto", "node", "step"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .errors import PlanError, bad_value
+from tf_for_slurm.errors import PlanError, bad_value
 
 ROLES = ("ps", "worker", "chief", "evaluator")
 ALIASES = {"master": "chief"}  # TF1 called the chief 'master'

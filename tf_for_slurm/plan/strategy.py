@@ -17,9 +17,9 @@ Evaluators always serve: they evaluate checkpoints until told to stop.
 
 from __future__ import annotations
 
-from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from .errors import UsageError, bad_value
+from tf_for_slurm.errors import UsageError, bad_value
 
 STRATEGIES = ("tf1", "pss", "mwms")
 STRATEGY_CHOICES = ("auto",) + STRATEGIES
@@ -54,14 +54,7 @@ def step_roles(tasks: Iterable, requested: Optional[str] = None) -> StepRoles:
     """Classify every task of the plan (`tasks`: anything with rank, role, index)."""
     tasks = list(tasks)
     strategy, rule = infer_strategy([t.role for t in tasks], requested)
-    chiefs = [t for t in tasks if t.role == "chief"]
-    if chiefs:
-        chief = chiefs[0]
-    else:
-        workers = [t for t in tasks if t.role == "worker" and t.index == 0]
-        if not workers:
-            raise UsageError("the plan has neither a chief nor worker 0: expected at least one worker")
-        chief = workers[0]
+    chief = require_chief(tasks)
     trainers: List[int] = []
     servers: List[int] = []
     for t in tasks:
@@ -74,16 +67,61 @@ def step_roles(tasks: Iterable, requested: Optional[str] = None) -> StepRoles:
     return StepRoles(strategy, rule, chief.rank, tuple(trainers), tuple(servers))
 
 
-def device_filters(strategy: str, role: str, index: int) -> Optional[List[str]]:
-    """Device filters for a TF1 task's sessions, or None where they do not apply.
+REPORTING_ROLES = ("chief", "worker")  # the tasks a TF1 ps waits for (evaluators do not report)
+
+
+def find_chief(tasks: Iterable[Any]) -> Optional[Any]:
+    """The task that initialises variables and writes checkpoints: the 'chief' if there is one,
+    else worker 0 (TensorFlow's implicit chief); None without either."""
+    worker0 = None
+    for t in tasks:
+        if t.role == "chief":
+            return t
+        if t.role == "worker" and t.index == 0:
+            worker0 = t
+    return worker0
+
+
+def require_chief(tasks: Iterable[Any]) -> Any:
+    """find_chief, or one UsageError when the tasks have two chiefs or neither a chief nor worker 0."""
+    tasks = list(tasks)
+    chiefs = sum(1 for t in tasks if t.role == "chief")
+    if chiefs > 1:
+        raise UsageError(bad_value("number of chief tasks", chiefs, "at most 1"))
+    chief = find_chief(tasks)
+    if chief is None:
+        raise UsageError(bad_value("roles", [t.role for t in tasks], "at least one 'worker' or 'chief'"))
+    return chief
+
+
+def reporter_tasks(plan: Any) -> list:
+    """Tasks a TF1 ps waits for, in reporter-index order (chief first, then workers by index)."""
+    out: list = []
+    for role in REPORTING_ROLES:
+        out.extend(sorted(plan.tasks_with_role(role), key=lambda t: t.index))
+    return out
+
+
+def device_filters(role: str, index: int, has_ps: bool = True) -> List[str]:
+    """The devices a TF1 task's sessions may see.
 
     A TF1 session otherwise contacts every task of the cluster: one opened (or re-opened after an
-    error) once another task has exited waits forever.  With '/job:ps' and itself only, each worker
-    depends on the ps alone (TensorFlow's own advice for between-graph replication); a ps's own
-    session (e.g. the original done-queue loop) needs only itself.
+    error) once another task has exited waits forever.  With '/job:ps' and itself only, a worker
+    (chief, evaluator) depends on the ps alone (TensorFlow's own advice for between-graph
+    replication); a ps's own session (the done-queue wait) needs only itself.
+    """
+    own = f"/job:{role}/task:{index}"
+    if role == "ps" or not has_ps:
+        return [own]
+    return ["/job:ps", own]
+
+
+def exec_device_filters(strategy: str, role: str, index: int) -> Optional[List[str]]:
+    """The filters `tf-slurm exec` (and GetServerDictionary) install for an unmodified script, or None.
+
+    Only TF1 ps/worker/chief sessions get them: TF2 strategies manage their own, and an evaluator
+    under exec serves (its script decides what it reads).
     """
     if strategy != "tf1" or role not in ("worker", "chief", "ps"):
         return None
-    if role == "ps":  # a ps's own session (the original done-queue loop) needs only itself
-        return [f"/job:ps/task:{index}"]
-    return ["/job:ps", f"/job:{role}/task:{index}"]
+    return device_filters(role, index)

@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import BinaryIO, Mapping, Optional, Sequence
 
-from . import threads
-from .errors import PlanError, SlurmEnvError, UsageError, bad_value
+from tf_for_slurm.host import threads
+from tf_for_slurm.errors import PlanError, SlurmEnvError, UsageError, bad_value
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def make_layout(ntasks: int, nodes: Optional[int] = None, tasks_per_node: Option
 
     Without a spec each node gets ntasks // nodes tasks and the first ntasks % nodes one more.
     """
-    from .slurm import format_tasks_per_node, parse_tasks_per_node
+    from tf_for_slurm.plan.step import format_tasks_per_node, parse_tasks_per_node
 
     if not isinstance(ntasks, int) or isinstance(ntasks, bool) or ntasks < 1:
         raise UsageError(bad_value("-n/--ntasks", ntasks, "a number of tasks >= 1"))
@@ -111,7 +111,7 @@ def make_layout(ntasks: int, nodes: Optional[int] = None, tasks_per_node: Option
 
 def check_roles(ntasks: int, ps: Optional[int] = None, tasks: Optional[str] = None) -> None:
     """Reject --ps/--tasks that no plan could use, before any process starts."""
-    from . import roles as roles_mod
+    from tf_for_slurm.plan import roles as roles_mod
 
     if ps is not None and tasks is not None:
         raise UsageError(f"--ps={ps!r} and --tasks={tasks!r}: expected only one of them")
@@ -127,7 +127,7 @@ def check_roles(ntasks: int, ps: Optional[int] = None, tasks: Optional[str] = No
 def task_env(layout: Layout, rank: int, job_id: str, base: Mapping[str, str],
              ps: Optional[int] = None, tasks: Optional[str] = None) -> dict:
     """The environment of task `rank`: `base` without stale Slurm/TF variables, plus the step's."""
-    from .slurm import format_tasks_per_node
+    from tf_for_slurm.plan.step import format_tasks_per_node
 
     node_index, local_id = layout.placement(rank)
     env = {k: v for k, v in base.items()
@@ -504,7 +504,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _standalone(argv: Optional[Sequence[str]] = None) -> int:
     """`python -m tf_for_slurm.launcher ...`: the same command without the CLI (tests, debugging)."""
-    from .errors import TfSlurmError
+    from tf_for_slurm.errors import TfSlurmError
 
     parser = argparse.ArgumentParser(prog="tf-slurm local", description=__doc__.splitlines()[0])
     add_arguments(parser)

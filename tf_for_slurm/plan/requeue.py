@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from .errors import UsageError, bad_value
+from tf_for_slurm.errors import UsageError, bad_value
 
 DEFAULT_MAX_REQUEUES = 10
 #: exit status when the requeue limit is reached before the target (EX_TEMPFAIL: run it again)

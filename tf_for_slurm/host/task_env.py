@@ -14,10 +14,10 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from .plan import ClusterPlan
+from tf_for_slurm.plan.cluster import ClusterPlan
 
 MAX_ENV_STRING = 128 * 1024  # bytes, "NAME=value" plus the trailing NUL
-SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shim")
+SHIM_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_shim")  # tf_for_slurm/_shim
 
 
 @dataclass(frozen=True)

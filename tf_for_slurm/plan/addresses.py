@@ -13,12 +13,11 @@ Policies (value of TF_SLURM_ADDRESS or the `address` argument):
 
 from __future__ import annotations
 
-import socket
 import string
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional
 
-from .errors import PlanError, UsageError, bad_value
+from tf_for_slurm.errors import PlanError, UsageError, bad_value
 
 DEFAULT_IB_TEMPLATE = "{host}-ib"
 _EXPECTED = "'hostname', 'template:{host}-ib', 'iface:NAME', 'file:PATH', 'auto' or 'auto:{host}-ib'"
@@ -35,7 +34,7 @@ class AddressPolicy:
         return self.kind == "template" and "{host}" not in self.arg
 
 
-def parse_policy(spec: Optional[str], name: str = "TF_SLURM_ADDRESS") -> AddressPolicy:
+def parse_policy(spec: Optional[str], name: str = "address policy") -> AddressPolicy:
     if spec is None or spec.strip() == "" or spec.strip() == "hostname":
         return AddressPolicy("hostname")
     if spec.strip() == "auto":
@@ -50,7 +49,7 @@ def parse_policy(spec: Optional[str], name: str = "TF_SLURM_ADDRESS") -> Address
             raise UsageError(bad_value(name, spec, f"a template like '{{host}}-ib' ({exc})")) from None
         if any(f != "host" or spec_ or conv for f, spec_, conv in fields):
             raise UsageError(bad_value(name, spec, "a template whose only field is {host}, like '{host}-ib'"))
-        from .slurm import is_host_name
+        from tf_for_slurm.plan.step import is_host_name
 
         sample = arg.format(host="node1")
         if not (is_host_name(sample) or _is_ipv6(sample)):
@@ -104,29 +103,6 @@ def parse_address_file(text: str, name: str = "address file") -> dict:
     return out
 
 
-def interface_address(iface: str) -> str:
-    """IPv4 address of a local network interface (Linux), e.g. 'ib0'."""
-    import fcntl
-    import struct
-
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        try:
-            packed = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", iface.encode()[:15]))  # SIOCGIFADDR
-        except OSError:
-            names = [n for _, n in socket.if_nameindex()]
-            raise UsageError(bad_value("iface", iface, f"an interface with an IPv4 address, one of {names}")) from None
-    return socket.inet_ntoa(packed[20:24])
-
-
-def check_resolvable(host: str, who: str) -> None:
-    """getaddrinfo the host now, so a typo in a template fails with a name, not a gRPC timeout."""
-    try:
-        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise PlanError(f"address host {host!r} of {who} does not resolve ({exc.strerror}): "
-                        "expected a resolvable name (check TF_SLURM_ADDRESS / the IB template)") from None
-
-
 @dataclass(frozen=True)
 class AutoChoice:
     """What `decide_auto` chose, and the one-line reason the job log shows."""
@@ -162,10 +138,3 @@ def decide_auto(nodes: Iterable[str], template: str, resolves: Callable[[str], b
                       f"node(s) resolve: {shown}; IB=NoIB forces host names)")
 
 
-def resolves(host: str) -> bool:
-    """True when getaddrinfo knows `host` (the resolver `decide_auto` uses in a real step)."""
-    try:
-        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
-        return False
-    return True

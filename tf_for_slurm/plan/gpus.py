@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
-from .errors import UsageError, bad_value
+from tf_for_slurm.errors import UsageError, bad_value
 
 GPU_ROLES = ("worker", "chief", "evaluator")
 # Values Slurm (older releases) or users put in CUDA_VISIBLE_DEVICES to mean "none".

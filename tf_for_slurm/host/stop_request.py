@@ -20,13 +20,14 @@ import threading
 import time
 from typing import Callable, Dict, Iterable, Mapping, Optional, Tuple
 
-from .errors import UsageError, bad_value
-from .requeue import signal_name
+from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.host import settings
+from tf_for_slurm.plan.requeue import signal_name
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SIGNALS = ("USR1", "TERM")
-ENV_SIGNALS = "TF_SLURM_STOP_SIGNALS"
+DEFAULT_SIGNALS = tuple(str(settings.REGISTRY[settings.STOP_SIGNALS].default).split(","))
+ENV_SIGNALS = settings.STOP_SIGNALS
 
 
 def signals_from_env(env: Mapping[str, str]) -> Tuple[str, ...]:
@@ -128,8 +129,8 @@ _shared_lock = threading.Lock()
 #: warning signals that arrived before any StopRequest existed: name -> time.monotonic()
 _held: Dict[str, float] = {}
 _expired: Dict[str, bool] = {}
-ENV_HOLD = "TF_SLURM_SIGNAL_HOLD"
-DEFAULT_HOLD = 15.0
+ENV_HOLD = settings.SIGNAL_HOLD
+DEFAULT_HOLD = settings.default_seconds(settings.SIGNAL_HOLD)
 
 
 def hold_warning_signals(hold: float, signals: Tuple[str, ...] = ("USR1", "USR2")) -> None:

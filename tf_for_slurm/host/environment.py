@@ -5,19 +5,39 @@ Everything it calls is pure; this module only decides which values to pass.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import threading
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-from . import roles as roles_mod
-from .addresses import check_resolvable, parse_address_file, parse_policy
-from .errors import PlanError, UsageError, bad_value
-from .plan import ClusterPlan, build_plan
-from .slurm import SlurmStep, check_env, step_from_env
+from tf_for_slurm.plan import roles as roles_mod
+from tf_for_slurm.host.network import check_resolvable, resolves
+from tf_for_slurm.plan.addresses import parse_address_file, parse_policy
+from tf_for_slurm.errors import PlanError, UsageError, bad_value
+from tf_for_slurm.plan.cluster import ClusterPlan, build_plan
+from tf_for_slurm.host.slurm import check_env, step_from_env
+from tf_for_slurm.plan.step import SlurmStep
+
+from tf_for_slurm.plan.task_info import TaskInfo, info_from_plan, info_from_tf_config
 
 if TYPE_CHECKING:
-    from .addresses import AddressPolicy, AutoChoice
-    from .compat import TaskInfo
+    from tf_for_slurm.plan.addresses import AddressPolicy, AutoChoice
+
+_lock = threading.Lock()
+_remembered: Optional[ClusterPlan] = None  # the ClusterPlan of this process's last GetServerDictionary
+
+
+def remember_plan(plan: ClusterPlan) -> None:
+    """Record the plan GetServerDictionary built, for hooks created later without an index."""
+    global _remembered  # noqa: PLW0603
+    with _lock:
+        _remembered = plan
+
+
+def remembered_plan() -> Optional[ClusterPlan]:
+    with _lock:
+        return _remembered
 
 
 def roles_for(step: SlurmStep, tasks=None, ps: Optional[int] = None, placement: str = "first",
@@ -162,7 +182,7 @@ def noib_address(no_ib: Optional[bool], env: Optional[Mapping[str, str]] = None)
     An explicit TF_SLURM_ADDRESS (a site's choice, or the local launcher's loopback address) wins
     over all three: it says how this cluster's nodes must be reached.
     """
-    from .addresses import DEFAULT_IB_TEMPLATE
+    from tf_for_slurm.plan.addresses import DEFAULT_IB_TEMPLATE
 
     env = os.environ if env is None else env
     if env.get("TF_SLURM_ADDRESS"):
@@ -179,7 +199,7 @@ def decide_address(policy: AddressPolicy, nodes: Sequence[str],
     The template is the policy's own ('auto:{host}-ib'), else TF_SLURM_IB_TEMPLATE, else '{host}-ib'.
     Returns an `addresses.AutoChoice` (`.policy`, `.reason`).
     """
-    from .addresses import DEFAULT_IB_TEMPLATE, decide_auto, resolves
+    from tf_for_slurm.plan.addresses import DEFAULT_IB_TEMPLATE, decide_auto
 
     env = os.environ if env is None else env
     template = policy.arg
@@ -199,10 +219,6 @@ def this_task(ps: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
     (roles: `ps` first tasks, else TF_SLURM_TASKS / TF_SLURM_PS, else 1 ps).  Returns a
     `compat.TaskInfo`; one-line UsageError naming what to pass when none of them is there.
     """
-    import json
-
-    from .compat import info_from_plan, info_from_tf_config, remembered_plan
-
     plan = remembered_plan()
     if plan is not None:
         return info_from_plan(plan, "GetServerDictionary")

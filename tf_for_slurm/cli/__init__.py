@@ -13,7 +13,7 @@ import shlex
 import sys
 from typing import Optional, Sequence
 
-from .errors import SlurmEnvError, TfSlurmError, UsageError, bad_value
+from tf_for_slurm.errors import SlurmEnvError, TfSlurmError, UsageError, bad_value
 
 log = logging.getLogger("tf_for_slurm.cli")
 
@@ -192,10 +192,10 @@ def _optional_module(name: str):
 
 
 def _plan(args: argparse.Namespace):
-    from .environment import plan_from_env, roles_for
-    from .addresses import parse_policy
-    from .plan import build_plan
-    from .slurm import offline_step
+    from tf_for_slurm.host.environment import plan_from_env, roles_for
+    from tf_for_slurm.plan.addresses import parse_policy
+    from tf_for_slurm.plan.cluster import build_plan
+    from tf_for_slurm.plan.step import offline_step
 
     tasks = args.tasks.split(",") if args.tasks else None
     if getattr(args, "nodelist", None):
@@ -203,10 +203,10 @@ def _plan(args: argparse.Namespace):
         roles = roles_for(step, tasks, args.ps, args.placement or "first", args.chief, names={"ps": "--ps"})
         policy = parse_policy(args.address, "--address")
         if policy.kind == "auto":  # decided here, with this machine's resolver, as a task would
-            from .environment import decide_address
+            from tf_for_slurm.host.environment import decide_address
 
             policy = decide_address(policy, step.nodes).policy
-        from .environment import _env_int
+        from tf_for_slurm.host.environment import _env_int
 
         scope = args.port_scope or os.environ.get("TF_SLURM_PORT_SCOPE") or "auto"
         return build_plan(step, roles, address=policy, port_scope=scope,
@@ -237,7 +237,7 @@ def _rank(args: argparse.Namespace, plan) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .gpus import gpu_view, parse_gpu_list
+    from tf_for_slurm.plan.gpus import gpu_view, parse_gpu_list
 
     plan = _plan(args)
     chief = plan.chief
@@ -256,7 +256,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                           "notes": {**dict(plan.details), "text": list(plan.notes) + ([chief_note] if chief_note else [])}},
                          indent=None))
         return 0
-    from .table import render_table
+    from tf_for_slurm.cli.table import render_table
 
     for row in rows:
         row["role"] += " (chief)" if row["chief"] and row["role"] != "chief" else ""
@@ -273,7 +273,7 @@ def cmd_tf_config(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from .task_env import task_env
+    from tf_for_slurm.host.task_env import task_env
 
     plan = _plan(args)
     env = task_env(plan, _rank(args, plan))
@@ -285,7 +285,7 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from . import task_exec
+    from tf_for_slurm.supervise import task_exec
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -306,7 +306,7 @@ def cmd_node_address(args: argparse.Namespace) -> int:
     import fcntl
     import socket
 
-    from .addresses import interface_address
+    from tf_for_slurm.host.network import interface_address
 
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     line = f"{node} {interface_address(args.iface)}\n"

@@ -15,47 +15,24 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
-from .errors import PlanError, UsageError, bad_value
-from .stop_request import DEFAULT_HOLD, ENV_HOLD
-from .task_env import SHIM_DIR
-
-if TYPE_CHECKING:
-    from .plan import ClusterPlan
-    from .step_rules import StepRoles
-
-_OFF = ("0", "off", "false", "no")
-DEFAULT_RECOVERY_WAIT = 1.0  # seconds (TensorFlow's own: 30)
-
-
-def device_filters_off(env: Mapping[str, str]) -> bool:
-    """TF_SLURM_DEVICE_FILTERS=0 (off, false, no): no device filters for TF1 sessions."""
-    return env.get("TF_SLURM_DEVICE_FILTERS", "").strip().lower() in _OFF
-
-
-def recovery_wait(env: Mapping[str, str]) -> float:
-    """TF_SLURM_RECOVERY_WAIT as seconds in (0, 3600); DEFAULT_RECOVERY_WAIT when unset.
-
-    A TF1 non-chief that finds the chief's model not yet initialised sleeps this long before it
-    looks again; TensorFlow's own 30 s made an original-style 3-task job take 36 s, not 8.
-    """
-    raw = env.get("TF_SLURM_RECOVERY_WAIT") or ""
-    if not raw.strip():
-        return DEFAULT_RECOVERY_WAIT
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds < 3600:
-        raise UsageError(bad_value("TF_SLURM_RECOVERY_WAIT", raw, "seconds, a number in (0, 3600)"))
-    return seconds
-
+from tf_for_slurm.errors import PlanError, UsageError, bad_value
+from tf_for_slurm.host import settings, slurm
+from tf_for_slurm.host.environment import plan_from_env
+from tf_for_slurm.host.network import ensure_bindable
+from tf_for_slurm.host.stop_request import DEFAULT_HOLD, ENV_HOLD
+from tf_for_slurm.host.task_env import SHIM_DIR, task_env
+from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.plan.gpus import devices_for_task
+from tf_for_slurm.plan.strategy import StepRoles, exec_device_filters, step_roles
+from tf_for_slurm.supervise.child_process import ForwardSignals, Wake, exit_status, start_command
+from tf_for_slurm.supervise.supervisor import Hub, Spoke, Timing
 
 log = logging.getLogger("tf_for_slurm.exec")
 
-SUPERVISED = "TF_SLURM_SUPERVISED"  # set for the command: an inner `tf-slurm exec` only execs
-LAUNCH_REPORT = "TF_SLURM_LAUNCH_REPORT"  # set by `tf-slurm local`: who failed first
+SUPERVISED = settings.SUPERVISED  # set for the command: an inner `tf-slurm exec` only execs
+LAUNCH_REPORT = settings.LAUNCH_REPORT  # set by `tf-slurm local`: who failed first
 
 
 @dataclass
@@ -65,10 +42,6 @@ class ChildEnv:
     variables: Dict[str, str]
     spill_dir: Optional[str] = None
     notes: List[str] = field(default_factory=list)
-
-
-def step_tag(env: Mapping[str, str]) -> str:
-    return ".".join(env.get(n, "") for n in ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID"))
 
 
 def keras_variables(env: Mapping[str, str], multi_task: bool, strategy: str,
@@ -104,32 +77,28 @@ def _private_dir(base: str, tag: str) -> str:
     return path
 
 
-def child_environment(plan: "ClusterPlan", roles: "StepRoles", env: Mapping[str, str], *,
+def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str], *,
                       device_filters: bool = True, has_tf_keras: Optional[bool] = None) -> ChildEnv:
     """Everything the command gets on top of `env`."""
-    from .gpus import devices_for_task
-    from .step_rules import device_filters as filters_for
-    from .task_env import task_env
-
     me = plan.me
     tenv = task_env(plan)
     variables = dict(tenv.variables)
-    variables[SUPERVISED] = step_tag(env)
-    variables["TF_SLURM_STRATEGY"] = roles.strategy
+    variables[SUPERVISED] = slurm.step_tag(env)
+    variables[settings.STRATEGY] = roles.strategy
     out = ChildEnv(variables)
-    gpus = devices_for_task(plan.tasks, me.rank, env.get("CUDA_VISIBLE_DEVICES"), env.get("SLURM_STEP_GPUS"))
+    gpus = devices_for_task(plan.tasks, me.rank, *slurm.gpu_sources(env))
     if gpus is not None:
-        variables["CUDA_VISIBLE_DEVICES"] = gpus
+        variables[slurm.CUDA_VISIBLE_DEVICES] = gpus
     if has_tf_keras is None:
         has_tf_keras = importlib.util.find_spec("tf_keras") is not None
     keras, message = keras_variables(env, plan.size > 1, roles.strategy, has_tf_keras)
     variables.update(keras)
     if message is not None:
         log.log(*message)
-    filters = filters_for(roles.strategy, me.role, me.index) if device_filters else None
+    filters = exec_device_filters(roles.strategy, me.role, me.index) if device_filters else None
     if filters:
-        variables["TF_SLURM_SESSION_FILTERS"] = ",".join(filters)
-        variables["TF_SLURM_RECOVERY_WAIT"] = f"{recovery_wait(env):g}"
+        variables[settings.SESSION_FILTERS] = ",".join(filters)
+        variables[settings.RECOVERY_WAIT] = f"{settings.recovery_wait(env):g}"
         log.info("device filters %s for this task's TensorFlow server (--no-device-filters to turn off)",
                  ",".join(filters))
     if env.get(ENV_HOLD) is None:  # see stop_request.hold_warning_signals
@@ -141,7 +110,7 @@ def child_environment(plan: "ClusterPlan", roles: "StepRoles", env: Mapping[str,
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(tenv.full_tf_config)
-        variables["TF_SLURM_TF_CONFIG_FILE"] = path
+        variables[settings.TF_CONFIG_FILE] = path
         log.warning("%s (%s)", tenv.note, path)
     # the sitecustomize shim, first on the path: filters, recovery wait, signal hold, spilled TF_CONFIG
     old = env.get("PYTHONPATH", "")
@@ -154,24 +123,18 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
         strategy: Optional[str] = None, drain: Optional[float] = None, device_filters: bool = True,
         supervise: bool = True, env: Optional[Mapping[str, str]] = None) -> int:
     """Run `command` as this task of the step; return the status the task should exit with."""
-    from .environment import plan_from_env
-    from .ports import ensure_bindable
-    from .slurm import outside_step
-    from .step_rules import step_roles
-    from .supervisor import Hub, Spoke, Timing
-
     env = os.environ if env is None else env
     command = list(command)
     if not command:
         raise UsageError("exec: expected a command after '--', e.g. tf-slurm exec -- python train.py")
-    if env.get(SUPERVISED) and env.get(SUPERVISED) == step_tag(env):
+    if env.get(SUPERVISED) and env.get(SUPERVISED) == slurm.step_tag(env):
         log.debug("already under tf-slurm exec: running the command as is")
         return _exec(command, env)
-    reason = outside_step(env)
+    reason = slurm.outside_step(env)
     if reason:
         raise UsageError(reason)
-    strategy = strategy or env.get("TF_SLURM_STRATEGY") or "auto"
-    if device_filters_off(env):
+    strategy = strategy or settings.text(env, settings.STRATEGY) or "auto"
+    if not settings.device_filters_on(env):
         device_filters = False
     timing = Timing.from_env(env, drain=drain)
     plan = plan_from_env(env, tasks=tasks, ps=ps, placement=placement, chief=chief, address=address, check=True)
@@ -206,8 +169,6 @@ def _exec(command: List[str], env: Mapping[str, str]) -> int:
 
 def _run_plain(command: List[str], env: Mapping[str, str]) -> int:
     """Run without peers but as a child, so the spill file can be removed afterwards."""
-    from .child_process import ForwardSignals, Wake, exit_status, start_command
-
     wake = Wake()
     try:
         with ForwardSignals(wake) as sigs:

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from . import threads
+from tf_for_slurm.host import threads
 
 log = logging.getLogger("tf_for_slurm.supervisor")
 

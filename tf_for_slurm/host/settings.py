@@ -1,0 +1,188 @@
+"""Every `TF_SLURM_*` setting in one registry (name, kind, default, meaning), and the readers.
+
+Why one registry: a setting's name, its default and the words it accepts used to be repeated in
+the modules that read it, and drifted (three different sets of true/false words).  Every module
+takes a setting's name from here (`TASKS`, `PS`, ...), reads it through `text`, `flag`,
+`seconds` or `integer`, and the README's settings table is checked against `REGISTRY` by a test.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional, Tuple
+
+from tf_for_slurm.errors import UsageError, bad_value
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable tf_for_slurm reads or sets."""
+
+    name: str
+    kind: str  # 'text' | 'flag' | 'int' | 'seconds' | 'list'
+    default: Optional[str]  # as documented; None: no default (unset means "not given")
+    meaning: str
+    internal: bool = False  # set by tf_for_slurm for the programs it starts, not by users
+
+
+REGISTRY: Dict[str, Setting] = {}
+
+
+def _setting(name: str, kind: str, default: Optional[str], meaning: str, internal: bool = False) -> str:
+    REGISTRY[name] = Setting(name, kind, default, meaning, internal)
+    return name
+
+
+# -- the plan ------------------------------------------------------------------------------------
+TASKS = _setting("TF_SLURM_TASKS", "list", None, "comma-separated ListOfTFTasks, one role per task")
+PS = _setting("TF_SLURM_PS", "int", "1", "number of ps (the first N tasks)")
+PLACEMENT = _setting("TF_SLURM_PLACEMENT", "text", "first", "`first` or `per-node` (one ps per node)")
+CHIEF = _setting("TF_SLURM_CHIEF", "flag", "0", "`1`: make the first worker an explicit chief")
+ADDRESS = _setting("TF_SLURM_ADDRESS", "text", "hostname", "address policy: hostname, auto, template:..., "
+                   "iface:..., file:...")
+IB_TEMPLATE = _setting("TF_SLURM_IB_TEMPLATE", "text", "{host}-ib", "InfiniBand name template for NoIB=False, "
+                       "IB=IB and auto")
+BASE_PORT = _setting("TF_SLURM_BASE_PORT", "int", None, "fixed base port")
+PORT_SCOPE = _setting("TF_SLURM_PORT_SCOPE", "text", "node", "`node` or `step`: ports unique across the step")
+# -- logging -------------------------------------------------------------------------------------
+LOG_LEVEL = _setting("TF_SLURM_LOG_LEVEL", "text", "WARNING", "the CLI's logging level")
+SUPERVISOR_LOG_LEVEL = _setting("TF_SLURM_SUPERVISOR_LOG_LEVEL", "text", None, "the exec supervisor's logging level")
+SIDECAR_LOG_LEVEL = _setting("TF_SLURM_SIDECAR_LOG_LEVEL", "text", None,
+                             "the original name of TF_SLURM_SUPERVISOR_LOG_LEVEL")
+# -- exec and its supervisor ---------------------------------------------------------------------
+STRATEGY = _setting("TF_SLURM_STRATEGY", "text", "auto", "`auto`, `tf1`, `pss` or `mwms`: how exec ends the step")
+DRAIN = _setting("TF_SLURM_DRAIN", "seconds", "30", "a TF1 worker still running after the chief finished")
+KILL_GRACE = _setting("TF_SLURM_KILL_GRACE", "seconds", "3", "between SIGTERM and SIGKILL of a command")
+HEARTBEAT = _setting("TF_SLURM_HEARTBEAT", "seconds", "2", "between a supervisor's heartbeats")
+SILENCE = _setting("TF_SLURM_SILENCE", "seconds", "10", "without a heartbeat: the task's node is taken for dead")
+CONNECT_GRACE = _setting("TF_SLURM_CONNECT_GRACE", "seconds", "300", "for a supervisor to reach the chief's")
+REPORT_WAIT = _setting("TF_SLURM_REPORT_WAIT", "seconds", "5", "a supervisor waits this long for the ack of its "
+                       "command's exit")
+SUPERVISE = _setting("TF_SLURM_SUPERVISE", "flag", "1", "`0`: launch() does not re-run itself under exec")
+DEVICE_FILTERS = _setting("TF_SLURM_DEVICE_FILTERS", "flag", "1", "`0`: no device filters for TF1 tasks")
+RECOVERY_WAIT = _setting("TF_SLURM_RECOVERY_WAIT", "seconds", "1", "seconds between a TF1 non-chief's looks for "
+                         "the chief's model (TensorFlow's own: 30)")
+STOP_SIGNALS = _setting("TF_SLURM_STOP_SIGNALS", "list", "USR1,TERM", "signals that stop training at the next "
+                        "step (`none`: off)")
+SIGNAL_HOLD = _setting("TF_SLURM_SIGNAL_HOLD", "seconds", "15", "seconds exec holds a SIGUSR1/SIGUSR2 that "
+                       "arrives before the command handles it (`0`: off)")
+# -- batch-step ----------------------------------------------------------------------------------
+MAX_REQUEUES = _setting("TF_SLURM_MAX_REQUEUES", "int", "10", "batch-step: requeues allowed")
+WARN_MARGIN = _setting("TF_SLURM_WARN_MARGIN", "int", "60", "batch-step: seconds before the time limit at "
+                       "which the tasks are told to stop")
+# -- set by tf_for_slurm for the programs it starts ----------------------------------------------
+JOB_TYPE = _setting("TF_SLURM_JOB_TYPE", "text", None, "this task's role", internal=True)
+TASK_INDEX = _setting("TF_SLURM_TASK_INDEX", "int", None, "this task's index within its role", internal=True)
+RANK = _setting("TF_SLURM_RANK", "int", None, "this task's rank in the step", internal=True)
+NUM_PS = _setting("TF_SLURM_NUM_PS", "int", None, "number of ps in the step", internal=True)
+NUM_WORKERS = _setting("TF_SLURM_NUM_WORKERS", "int", None, "number of workers in the step", internal=True)
+SELF_ADDRESS = _setting("TF_SLURM_SELF_ADDRESS", "text", None, "this task's host:port", internal=True)
+TF_CONFIG_FILE = _setting("TF_SLURM_TF_CONFIG_FILE", "text", None, "the full TF_CONFIG when it exceeds 128 KiB",
+                          internal=True)
+SESSION_FILTERS = _setting("TF_SLURM_SESSION_FILTERS", "list", None, "device filters the shim installs",
+                           internal=True)
+SUPERVISED = _setting("TF_SLURM_SUPERVISED", "text", None, "the step tag of the exec the command runs under",
+                      internal=True)
+LAUNCH_REPORT = _setting("TF_SLURM_LAUNCH_REPORT", "text", None, "set by `tf-slurm local`: where the first "
+                         "failure is noted", internal=True)
+# -- the repository's scripts (read by bash, listed so the names have one home) ------------------
+VENV = _setting("TF_SLURM_VENV", "text", ".venv", "scripts/setup.sh: the virtual environment")
+REPO = _setting("TF_SLURM_REPO", "text", None, "sbatch templates: the repository (examples, scripts)")
+LOCAL_DIR = _setting("TF_SLURM_LOCAL_DIR", "text", "/tmp/tf_for_slurm-slurm", "scripts/local_slurm.sh: its directory")
+LOCAL_CPUS = _setting("TF_SLURM_LOCAL_CPUS", "int", "4", "scripts/local_slurm.sh: CPUs per emulated node")
+LOCAL_MEM = _setting("TF_SLURM_LOCAL_MEM", "int", "4096", "scripts/local_slurm.sh: MB per emulated node")
+LOCAL_PORT = _setting("TF_SLURM_LOCAL_PORT", "int", "16817", "scripts/local_slurm.sh: slurmctld's port")
+LOCAL_RESV_PORTS = _setting("TF_SLURM_LOCAL_RESV_PORTS", "text", None, "scripts/local_slurm.sh: MpiParams ports")
+
+# Variables of a Slurm step or an earlier run that `tf-slurm local` must not pass on to its tasks.
+STALE_FOR_LOCAL: Tuple[str, ...] = (TASKS, PS, ADDRESS, PORT_SCOPE, PLACEMENT, CHIEF, BASE_PORT, JOB_TYPE,
+                                    TASK_INDEX, RANK, NUM_PS, NUM_WORKERS, SELF_ADDRESS, TF_CONFIG_FILE,
+                                    SUPERVISED, LAUNCH_REPORT, SESSION_FILTERS)
+
+
+def text(env: Mapping[str, str], name: str) -> Optional[str]:
+    """The setting's value, or None when unset or empty (empty means "not given" everywhere)."""
+    value = env.get(name)
+    return value if value else None
+
+
+def flag(env: Mapping[str, str], name: str) -> bool:
+    """A true/false setting: TRUE_WORDS or FALSE_WORDS (any case); unset or empty: its default."""
+    raw = (env.get(name) or "").strip().lower()
+    if not raw:
+        return REGISTRY[name].default in TRUE_WORDS
+    if raw in TRUE_WORDS:
+        return True
+    if raw in FALSE_WORDS:
+        return False
+    raise UsageError(bad_value(name, env.get(name), "1 or 0 (true/false, yes/no, on/off)"))
+
+
+def integer(env: Mapping[str, str], name: str, minimum: Optional[int] = None) -> Optional[int]:
+    """An integer setting, or None when unset or empty."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(bad_value(name, raw, "an integer" + (f" >= {minimum}" if minimum is not None else ""))) from None
+    if minimum is not None and value < minimum:
+        raise UsageError(bad_value(name, raw, f"an integer >= {minimum}"))
+    return value
+
+
+def seconds(env: Mapping[str, str], name: str, lo: float = 0.0, hi: Optional[float] = None,
+            lo_open: bool = False) -> Optional[float]:
+    """A number of seconds in [lo, hi) (or (lo, hi) with lo_open), or None when unset or empty."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    ok = (value > lo if lo_open else value >= lo) and (hi is None or value < hi)
+    if not ok:
+        bounds = f"{'>' if lo_open else '>='} {lo:g}" + (f" and < {hi:g}" if hi is not None else "")
+        raise UsageError(bad_value(name, raw, f"seconds, a number {bounds}"))
+    return value
+
+
+def default_seconds(name: str) -> float:
+    """The registry's default of a 'seconds' setting."""
+    default = REGISTRY[name].default
+    assert default is not None, name
+    return float(default)
+
+
+def default_int(name: str) -> int:
+    """The registry's default of an 'int' setting."""
+    default = REGISTRY[name].default
+    assert default is not None, name
+    return int(default)
+
+
+# -- settings that more than one layer reads -----------------------------------------------------
+def environ() -> Mapping[str, str]:
+    """This process's environment (the faces pass it on; only this layer touches os.environ)."""
+    return os.environ
+
+
+def device_filters_on(env: Optional[Mapping[str, str]] = None) -> bool:
+    """TF_SLURM_DEVICE_FILTERS (default on): device filters for TF1 tasks' sessions."""
+    return flag(os.environ if env is None else env, DEVICE_FILTERS)
+
+
+def recovery_wait(env: Optional[Mapping[str, str]] = None) -> float:
+    """TF_SLURM_RECOVERY_WAIT as seconds in (0, 3600), else its default (1).
+
+    A TF1 non-chief that finds the chief's model not yet initialised sleeps this long before it
+    looks again; TensorFlow's own 30 s made an original-style 3-task job take 36 s, not 8.
+    """
+    value = seconds(os.environ if env is None else env, RECOVERY_WAIT, 0.0, 3600.0, lo_open=True)
+    return default_seconds(RECOVERY_WAIT) if value is None else value
