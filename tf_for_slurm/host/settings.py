@@ -47,7 +47,9 @@ ADDRESS = _setting("TF_SLURM_ADDRESS", "text", "hostname", "address policy: host
 IB_TEMPLATE = _setting("TF_SLURM_IB_TEMPLATE", "text", "{host}-ib", "InfiniBand name template for NoIB=False, "
                        "IB=IB and auto")
 BASE_PORT = _setting("TF_SLURM_BASE_PORT", "int", None, "fixed base port")
-PORT_SCOPE = _setting("TF_SLURM_PORT_SCOPE", "text", "node", "`node` or `step`: ports unique across the step")
+PORT_SCOPE = _setting("TF_SLURM_PORT_SCOPE", "text", "auto", "`node`, `step` (ports unique across the step, for emulated "
+                        "nodes sharing one host: set by `tf-slurm local` and the local Slurm harness) or `auto` "
+                        "(step when every node has the same address)")
 # -- logging -------------------------------------------------------------------------------------
 LOG_LEVEL = _setting("TF_SLURM_LOG_LEVEL", "text", "WARNING", "the CLI's logging level")
 SUPERVISOR_LOG_LEVEL = _setting("TF_SLURM_SUPERVISOR_LOG_LEVEL", "text", None, "the exec supervisor's logging level")
@@ -63,7 +65,8 @@ CONNECT_GRACE = _setting("TF_SLURM_CONNECT_GRACE", "seconds", "300", "for a supe
 REPORT_WAIT = _setting("TF_SLURM_REPORT_WAIT", "seconds", "5", "a supervisor waits this long for the ack of its "
                        "command's exit")
 SUPERVISE = _setting("TF_SLURM_SUPERVISE", "flag", "1", "`0`: launch() does not re-run itself under exec")
-DEVICE_FILTERS = _setting("TF_SLURM_DEVICE_FILTERS", "flag", "1", "`0`: no device filters for TF1 tasks")
+DEVICE_FILTERS = _setting("TF_SLURM_DEVICE_FILTERS", "flag", "1", "`0`: no device filters for TF1 tasks under exec "
+                            "and GetServerDictionary")
 RECOVERY_WAIT = _setting("TF_SLURM_RECOVERY_WAIT", "seconds", "1", "seconds between a TF1 non-chief's looks for "
                          "the chief's model (TensorFlow's own: 30)")
 STOP_SIGNALS = _setting("TF_SLURM_STOP_SIGNALS", "list", "USR1,TERM", "signals that stop training at the next "
@@ -186,3 +189,14 @@ def recovery_wait(env: Optional[Mapping[str, str]] = None) -> float:
     """
     value = seconds(os.environ if env is None else env, RECOVERY_WAIT, 0.0, 3600.0, lo_open=True)
     return default_seconds(RECOVERY_WAIT) if value is None else value
+
+
+def markdown_table(include_internal: bool = False) -> str:
+    """The README's settings table, made from REGISTRY (a test keeps the README equal to it)."""
+    rows = ["| setting | kind | default | meaning |", "|---|---|---|---|"]
+    for s in REGISTRY.values():
+        if s.internal and not include_internal:
+            continue
+        default = f"`{s.default}`" if s.default is not None else "unset"
+        rows.append(f"| `{s.name}` | {s.kind} | {default} | {s.meaning} |")
+    return "\n".join(rows)
