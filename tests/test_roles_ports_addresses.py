@@ -5,7 +5,11 @@ import socket
 import pytest
 
 from tf_for_slurm.host.network import check_resolvable
+from tf_for_slurm.host.environment import PLAN_NAMES
 from tf_for_slurm.host.settings import ADDRESS
+
+# the names the host layer gives assign_ports for its messages
+PORT_NAMES = {"base_port_name": PLAN_NAMES["base_port"], "reserved_name": PLAN_NAMES["reserved"]}
 from tf_for_slurm.plan.addresses import hosts_for, parse_address_file, parse_policy
 from tf_for_slurm.host.environment import noib_address
 from tf_for_slurm.errors import PlanError, UsageError
@@ -92,9 +96,9 @@ def test_port_policies():
 
 def test_bad_ports():
     with pytest.raises(PlanError, match="SLURM_STEP_RESV_PORTS holds 1 ports: expected at least 2"):
-        assign_ports([0, 1], job_id="1", step_id="0", reserved=(13000,))
+        assign_ports([0, 1], job_id="1", step_id="0", reserved=(13000,), **PORT_NAMES)
     with pytest.raises(PlanError, match="TF_SLURM_BASE_PORT=80: expected a port in 1024-"):
-        assign_ports([0], job_id="1", step_id="0", base_port=80)
+        assign_ports([0], job_id="1", step_id="0", base_port=80, **PORT_NAMES)
     with pytest.raises(PlanError, match="tasks per host: expected at most"):
         window_base("1", "0", 10000)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Optional, Sequence
 
+from tf_for_slurm._shim.tf_slurm_session_filters import install, install_recovery_wait
 from tf_for_slurm.compat import ib_switch
 from tf_for_slurm.host import settings
 from tf_for_slurm.host.environment import compat_arguments, noib_address, plan_from_env, remember_plan
@@ -38,8 +39,6 @@ def _session_filters(plan) -> None:
     me = plan.me
     filters = exec_device_filters("tf1", me.role, me.index)
     if filters:
-        from tf_for_slurm._shim.tf_slurm_session_filters import install, install_recovery_wait
-
         install(filters, me.port)
         install_recovery_wait(settings.recovery_wait())
         logging.getLogger(__name__).info("device filters %s for this task's sessions", ",".join(filters))

@@ -4,11 +4,13 @@ Importing this package never imports TensorFlow; only `tf_for_slurm.runtime` and
 `tf_for_slurm.DistributedTFQueueHook` do.
 """
 
+import importlib
+
 from tf_for_slurm import _moved
 from tf_for_slurm.errors import PlanError, SlurmEnvError, TfSlurmError, UsageError
 from tf_for_slurm.host.environment import plan_from_env
-from tf_for_slurm.plan.cluster import ClusterPlan, Task, build_plan
 from tf_for_slurm.host.slurm import step_from_env
+from tf_for_slurm.plan.cluster import ClusterPlan, Task, build_plan
 from tf_for_slurm.plan.step import SlurmStep
 
 __all__ = [
@@ -36,8 +38,6 @@ def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tf_for_slurm' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -1,6 +1,6 @@
-"""The one face that reads os.environ: turn the process environment into a ClusterPlan.
-
-Everything it calls is pure; this module only decides which values to pass.
+"""The process environment into a ClusterPlan: which setting or argument wins, and which value
+each pure planning function gets.  Also this process's remembered plan (GetServerDictionary's,
+for hooks built later with the original arguments) and where a hook finds this task's place.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import os
 import threading
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-from tf_for_slurm.plan import roles as roles_mod
-from tf_for_slurm.host.network import check_resolvable, resolves
-from tf_for_slurm.plan.addresses import parse_address_file, parse_policy
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
-from tf_for_slurm.plan.cluster import ClusterPlan, build_plan
+from tf_for_slurm.host import settings, slurm
+from tf_for_slurm.host.network import check_resolvable, interface_names, resolves
 from tf_for_slurm.host.slurm import check_env, step_from_env
+from tf_for_slurm.plan import roles as roles_mod
+from tf_for_slurm.plan.addresses import DEFAULT_IB_TEMPLATE, decide_auto, parse_address_file, parse_policy
+from tf_for_slurm.plan.cluster import ClusterPlan, build_plan
 from tf_for_slurm.plan.step import SlurmStep
-
 from tf_for_slurm.plan.task_info import TaskInfo, info_from_plan, info_from_tf_config
 
 if TYPE_CHECKING:
@@ -59,17 +59,12 @@ def roles_for(step: SlurmStep, tasks=None, ps: Optional[int] = None, placement: 
     raise UsageError(bad_value(names["placement"], placement, "'first' or 'per-node'"))
 
 
-def _env_int(env: Mapping[str, str], name: str) -> Optional[int]:
-    value = env.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(bad_value(name, value, "an integer")) from None
+_env_int = settings.integer  # the CLI's old name (to be removed with its last caller)
 
-
-_TRUE, _FALSE = ("1", "true", "yes"), ("", "0", "false", "no")
+# where build_plan's inputs come from, and what `plan.me` says without a slot (plan/ knows no names)
+PLAN_NAMES = {"port_scope": settings.PORT_SCOPE, "base_port": settings.BASE_PORT, "reserved": slurm.STEP_RESV_PORTS}
+ME_HINT = (f"expected {slurm.LOCALID} and {slurm.NODEID} (or {slurm.NODENAME}) in the environment, as srun "
+           "sets them (an offline plan has no task)")
 
 
 def _check_arguments(tasks: object, ps: object, placement: object, chief: object, address: object,
@@ -93,18 +88,13 @@ def _check_arguments(tasks: object, ps: object, placement: object, chief: object
 
 def _iface_not_gathered(spec: str, name: str, iface: str) -> PlanError:
     """`iface:NAME` needs every node's address of that interface: say which exist here and how."""
-    import socket
-
-    try:
-        here = [n for _, n in socket.if_nameindex()]
-    except OSError:
-        here = []
+    here = interface_names()
     has = f"this host has {iface!r}" if iface in here else f"this host has no {iface!r}"
     return PlanError(bad_value(name, spec, (
         f"per-node addresses of interface {iface!r} gathered first ({has}; its interfaces: "
         f"{', '.join(here) or 'none found'}): use tf_for_slurm.mpi.plan_from_mpi under mpirun, or run "
         f"`srun --ntasks-per-node=1 tf-slurm node-address --iface {iface} --append FILE` and set "
-        "TF_SLURM_ADDRESS=file:FILE")))
+        f"{settings.ADDRESS}=file:FILE")))
 
 
 def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Sequence[str]] = None,
@@ -123,19 +113,17 @@ def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Se
     _check_arguments(tasks, ps, placement, chief, address, node_addresses, check)
     step = step_from_env(env)
     names = {}
-    if tasks is None and ps is None and env.get("TF_SLURM_TASKS"):
-        tasks, names["tasks"] = env["TF_SLURM_TASKS"].split(","), "TF_SLURM_TASKS"
+    env_tasks = settings.text(env, settings.TASKS)
+    if tasks is None and ps is None and env_tasks:
+        tasks, names["tasks"] = env_tasks.split(","), settings.TASKS
     if tasks is None and ps is None:
-        ps, names["ps"] = _env_int(env, "TF_SLURM_PS"), "TF_SLURM_PS"
-    if placement is None and env.get("TF_SLURM_PLACEMENT"):
-        placement, names["placement"] = env["TF_SLURM_PLACEMENT"], "TF_SLURM_PLACEMENT"
-    chief_env = env.get("TF_SLURM_CHIEF", "").strip().lower()
-    if chief_env not in _TRUE + _FALSE:
-        raise UsageError(bad_value("TF_SLURM_CHIEF", env["TF_SLURM_CHIEF"], "1 or 0 (true/false, yes/no)"))
-    chief = chief or chief_env in _TRUE
+        ps, names["ps"] = settings.integer(env, settings.PS), settings.PS
+    if placement is None and settings.text(env, settings.PLACEMENT):
+        placement, names["placement"] = settings.text(env, settings.PLACEMENT), settings.PLACEMENT
+    chief = chief or settings.flag(env, settings.CHIEF)
     roles = roles_for(step, tasks, ps, placement or "first", chief, names=names)
-    address_name = "address" if address is not None else "TF_SLURM_ADDRESS"
-    spec = address if address is not None else env.get("TF_SLURM_ADDRESS")
+    address_name = "address" if address is not None else settings.ADDRESS
+    spec = address if address is not None else settings.text(env, settings.ADDRESS)
     policy = parse_policy(spec, address_name)
     if policy.kind == "auto":  # IB=auto: InfiniBand names if every node's resolves, else host names
         policy = decide_address(policy, step.nodes, env).policy
@@ -148,8 +136,9 @@ def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Se
                                       f"a readable address file ({exc.strerror})")) from None
     if policy.kind == "iface" and node_addresses is None:
         raise _iface_not_gathered(spec or "", address_name, policy.arg)
-    plan = build_plan(step, roles, address=policy, port_scope=env.get("TF_SLURM_PORT_SCOPE") or "auto",
-                      base_port=_env_int(env, "TF_SLURM_BASE_PORT"), node_addresses=node_addresses)
+    plan = build_plan(step, roles, address=policy, port_scope=settings.text(env, settings.PORT_SCOPE) or "auto",
+                      base_port=settings.integer(env, settings.BASE_PORT), node_addresses=node_addresses,
+                      names=PLAN_NAMES, me_hint=ME_HINT)
     if check and plan.my_rank is not None:
         me = plan.me
         check_resolvable(me.host, f"{me.role}:{me.index} (rank {me.rank}, node {me.node})")
@@ -182,14 +171,13 @@ def noib_address(no_ib: Optional[bool], env: Optional[Mapping[str, str]] = None)
     An explicit TF_SLURM_ADDRESS (a site's choice, or the local launcher's loopback address) wins
     over all three: it says how this cluster's nodes must be reached.
     """
-    from tf_for_slurm.plan.addresses import DEFAULT_IB_TEMPLATE
-
     env = os.environ if env is None else env
-    if env.get("TF_SLURM_ADDRESS"):
-        return env["TF_SLURM_ADDRESS"]
+    explicit = settings.text(env, settings.ADDRESS)
+    if explicit:
+        return explicit
     if no_ib is None:
         return "auto"
-    return "hostname" if no_ib else "template:" + (env.get("TF_SLURM_IB_TEMPLATE") or DEFAULT_IB_TEMPLATE)
+    return "hostname" if no_ib else "template:" + (settings.text(env, settings.IB_TEMPLATE) or DEFAULT_IB_TEMPLATE)
 
 
 def decide_address(policy: AddressPolicy, nodes: Sequence[str],
@@ -199,13 +187,11 @@ def decide_address(policy: AddressPolicy, nodes: Sequence[str],
     The template is the policy's own ('auto:{host}-ib'), else TF_SLURM_IB_TEMPLATE, else '{host}-ib'.
     Returns an `addresses.AutoChoice` (`.policy`, `.reason`).
     """
-    from tf_for_slurm.plan.addresses import DEFAULT_IB_TEMPLATE, decide_auto
-
     env = os.environ if env is None else env
     template = policy.arg
     if not template:
-        template = env.get("TF_SLURM_IB_TEMPLATE") or DEFAULT_IB_TEMPLATE
-        parse_policy("template:" + template, "TF_SLURM_IB_TEMPLATE")  # one-line error for a bad template
+        template = settings.text(env, settings.IB_TEMPLATE) or DEFAULT_IB_TEMPLATE
+        parse_policy("template:" + template, settings.IB_TEMPLATE)  # one-line error for a bad template
     choice = decide_auto(nodes, template, resolves)
     logging.getLogger(__name__).info("%s", choice.reason)
     return choice
@@ -229,7 +215,7 @@ def this_task(ps: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
         except ValueError:
             raise UsageError(bad_value("TF_CONFIG", env["TF_CONFIG"][:80], "JSON")) from None
         return info_from_tf_config(config)
-    if env.get("SLURM_PROCID") is not None or env.get("SLURM_STEP_ID") is not None:
+    if env.get(slurm.PROCID) is not None or env.get(slurm.STEP_ID) is not None:
         return info_from_plan(plan_from_env(env, ps=ps, address="hostname", check=False), "the Slurm step")
     raise UsageError(f"{who}: this task's place in the cluster is unknown (no GetServerDictionary call, no "
                      "TF_CONFIG, no Slurm step): expected worker_index= and the counts, or a run under "

@@ -11,6 +11,11 @@ import socket
 from typing import Mapping, Optional, Sequence
 
 from tf_for_slurm.errors import SlurmEnvError
+from tf_for_slurm.host import settings, slurm
+from tf_for_slurm.host.environment import ME_HINT, PLAN_NAMES, roles_for
+from tf_for_slurm.host.network import interface_address
+from tf_for_slurm.plan.addresses import parse_policy
+from tf_for_slurm.plan.cluster import build_plan
 from tf_for_slurm.plan.step import SlurmStep
 
 
@@ -34,18 +39,18 @@ def layout_from_hosts(hosts: Sequence[str]) -> tuple:
 def step_from_mpi(comm=None, env: Optional[Mapping[str, str]] = None) -> SlurmStep:
     """Build the SlurmStep of this MPI job (collective: every rank must call it)."""
     try:
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 (lazy: `import tf_for_slurm` must not start MPI)
     except ImportError:
         raise SlurmEnvError("mpi4py is not installed: expected `pip install tf_for_slurm[mpi]`") from None
     comm = comm or MPI.COMM_WORLD
     env = os.environ if env is None else env
-    host = env.get("SLURMD_NODENAME") or socket.gethostname()
+    host = env.get(slurm.NODENAME) or socket.gethostname()
     hosts = comm.allgather(host)
     nodes, counts, where = layout_from_hosts(hosts)
     rank = comm.Get_rank()
-    job_id = env.get("SLURM_JOB_ID") or comm.bcast(f"mpi{os.getpid()}" if rank == 0 else None, root=0)
+    job_id = env.get(slurm.JOB_ID) or comm.bcast(f"mpi{os.getpid()}" if rank == 0 else None, root=0)
     nodeid, localid = where[rank]
-    return SlurmStep(job_id=str(job_id), step_id=env.get("SLURM_STEP_ID") or "0", nodes=nodes,
+    return SlurmStep(job_id=str(job_id), step_id=env.get(slurm.STEP_ID) or "0", nodes=nodes,
                      tasks_per_node=counts, procid=rank, localid=localid, nodeid=nodeid, node_name=host,
                      source="mpi")
 
@@ -56,7 +61,7 @@ def rendezvous_ports(step: SlurmStep, comm=None) -> tuple:
     There is a short window between release and TensorFlow's bind; the port is outside nothing's
     control, so the runtime's bind check still reports a collision clearly.
     """
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 (lazy: `import tf_for_slurm` must not start MPI)
 
     comm = comm or MPI.COMM_WORLD
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -72,20 +77,16 @@ def rendezvous_ports(step: SlurmStep, comm=None) -> tuple:
 def plan_from_mpi(comm=None, *, tasks=None, ps: Optional[int] = None, placement: str = "first",
                   chief: bool = False, address: Optional[str] = None, rendezvous: bool = False):
     """ClusterPlan of an MPI job; `rendezvous=True` uses OS-chosen ports exchanged over MPI."""
-    from tf_for_slurm.plan.addresses import parse_policy
-    from tf_for_slurm.host.environment import roles_for
-    from tf_for_slurm.plan.cluster import build_plan
-
     step = step_from_mpi(comm)
     roles = roles_for(step, tasks, ps, placement, chief)
     ports = rendezvous_ports(step, comm) if rendezvous else None
-    policy = parse_policy(address if address is not None else os.environ.get("TF_SLURM_ADDRESS"))
+    name = "address" if address is not None else settings.ADDRESS
+    policy = parse_policy(address if address is not None else settings.text(os.environ, settings.ADDRESS), name)
     node_addresses = None
     if policy.kind == "iface":
-        from tf_for_slurm.host.network import interface_address
-
         node_addresses = dict(zip(step.nodes, _gather_per_node(step, interface_address(policy.arg), comm)))
-    return build_plan(step, roles, address=policy, ports=ports, node_addresses=node_addresses)
+    return build_plan(step, roles, address=policy, ports=ports, node_addresses=node_addresses,
+                      names=PLAN_NAMES, me_hint=ME_HINT)
 
 
 def _gather_per_node(step: SlurmStep, value: str, comm) -> list:

@@ -8,10 +8,13 @@ listens where); `plan` takes their answers as values (`plan.addresses.decide_aut
 from __future__ import annotations
 
 import errno
+import fcntl
 import socket
+import struct
 
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
 from tf_for_slurm.host import settings
+
 
 def port_accepts(host: str, port: int, timeout: float = 0.5) -> bool:
     """True when something accepts TCP connections on host:port within `timeout` seconds."""
@@ -37,9 +40,6 @@ def port_state(host: str, port: int, timeout: float = 0.5) -> str:
 
 def interface_address(iface: str) -> str:
     """IPv4 address of a local network interface (Linux), e.g. 'ib0'."""
-    import fcntl
-    import struct
-
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         try:
             packed = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", iface.encode()[:15]))  # SIOCGIFADDR
@@ -82,3 +82,11 @@ def ensure_bindable(port: int, who: str, host: str = "0.0.0.0") -> None:
             raise PlanError(bad_value(f"port of {who}", port, f"a free TCP port on this host ({reason}; "
                                       "another job on this node? set " + settings.BASE_PORT + " or use srun "
                                       "--resv-ports)")) from None
+
+
+def interface_names() -> list:
+    """This host's network interfaces by name ([] when the system will not say)."""
+    try:
+        return [n for _, n in socket.if_nameindex()]
+    except OSError:
+        return []

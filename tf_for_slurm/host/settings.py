@@ -47,9 +47,10 @@ ADDRESS = _setting("TF_SLURM_ADDRESS", "text", "hostname", "address policy: host
 IB_TEMPLATE = _setting("TF_SLURM_IB_TEMPLATE", "text", "{host}-ib", "InfiniBand name template for NoIB=False, "
                        "IB=IB and auto")
 BASE_PORT = _setting("TF_SLURM_BASE_PORT", "int", None, "fixed base port")
-PORT_SCOPE = _setting("TF_SLURM_PORT_SCOPE", "text", "auto", "`node`, `step` (ports unique across the step, for emulated "
-                        "nodes sharing one host: set by `tf-slurm local` and the local Slurm harness) or `auto` "
-                        "(step when every node has the same address)")
+PORT_SCOPE = _setting("TF_SLURM_PORT_SCOPE", "text", "auto",
+                      "`node`, `step` (ports unique across the step, for emulated nodes sharing one host: set "
+                      "by `tf-slurm local` and the local Slurm harness) or `auto` (step when every node has "
+                      "the same address)")
 # -- logging -------------------------------------------------------------------------------------
 LOG_LEVEL = _setting("TF_SLURM_LOG_LEVEL", "text", "WARNING", "the CLI's logging level")
 SUPERVISOR_LOG_LEVEL = _setting("TF_SLURM_SUPERVISOR_LOG_LEVEL", "text", None, "the exec supervisor's logging level")
@@ -133,7 +134,8 @@ def integer(env: Mapping[str, str], name: str, minimum: Optional[int] = None) ->
     try:
         value = int(raw)
     except ValueError:
-        raise UsageError(bad_value(name, raw, "an integer" + (f" >= {minimum}" if minimum is not None else ""))) from None
+        expected = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+        raise UsageError(bad_value(name, raw, expected)) from None
     if minimum is not None and value < minimum:
         raise UsageError(bad_value(name, raw, f"an integer >= {minimum}"))
     return value
@@ -200,3 +202,9 @@ def markdown_table(include_internal: bool = False) -> str:
         default = f"`{s.default}`" if s.default is not None else "unset"
         rows.append(f"| `{s.name}` | {s.kind} | {default} | {s.meaning} |")
     return "\n".join(rows)
+
+
+def set_in_environment(name: str, value: str) -> None:
+    """Set `name` in this process's environment: how the runtime writes TF_CONFIG and
+    CUDA_VISIBLE_DEVICES for TensorFlow, which reads them from there (only this layer touches os.environ)."""
+    os.environ[name] = value

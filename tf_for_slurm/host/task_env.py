@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from tf_for_slurm.host import settings
 from tf_for_slurm.plan.cluster import ClusterPlan
 
 MAX_ENV_STRING = 128 * 1024  # bytes, "NAME=value" plus the trailing NUL
@@ -49,12 +50,12 @@ def task_env(plan: ClusterPlan, rank: Optional[int] = None) -> TaskEnv:
     task = plan.tasks[rank]
     full = plan.tf_config_json(rank)
     base = {
-        "TF_SLURM_JOB_TYPE": task.role,
-        "TF_SLURM_TASK_INDEX": str(task.index),
-        "TF_SLURM_RANK": str(rank),
-        "TF_SLURM_NUM_PS": str(plan.count("ps")),
-        "TF_SLURM_NUM_WORKERS": str(plan.count("worker")),
-        "TF_SLURM_SELF_ADDRESS": task.address,
+        settings.JOB_TYPE: task.role,
+        settings.TASK_INDEX: str(task.index),
+        settings.RANK: str(rank),
+        settings.NUM_PS: str(plan.count("ps")),
+        settings.NUM_WORKERS: str(plan.count("worker")),
+        settings.SELF_ADDRESS: task.address,
     }
     if fits("TF_CONFIG", full):
         return TaskEnv({"TF_CONFIG": full, **base}, full, False, "TF_CONFIG set in the environment")
@@ -62,10 +63,10 @@ def task_env(plan: ClusterPlan, rank: Optional[int] = None) -> TaskEnv:
     if fits("TF_CONFIG", trimmed):
         note = (f"full TF_CONFIG is {len(full)} bytes (> 128 KiB, too large for one environment string): "
                 "TF_CONFIG holds a trimmed spec (ps, chief, this task); Python programs get the full one "
-                "from TF_SLURM_TF_CONFIG_FILE through the sitecustomize shim")
+                f"from {settings.TF_CONFIG_FILE} through the sitecustomize shim")
         return TaskEnv({"TF_CONFIG": trimmed, **base}, full, True, note)
     note = (f"full TF_CONFIG is {len(full)} bytes and even the trimmed spec is {len(trimmed)} bytes: "
-            "TF_CONFIG is left unset; Python programs get it from TF_SLURM_TF_CONFIG_FILE through the "
+            f"TF_CONFIG is left unset; Python programs get it from {settings.TF_CONFIG_FILE} through the "
             "sitecustomize shim")
     return TaskEnv(base, full, True, note)
 

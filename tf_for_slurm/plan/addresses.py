@@ -13,11 +13,13 @@ Policies (value of TF_SLURM_ADDRESS or the `address` argument):
 
 from __future__ import annotations
 
+import ipaddress
 import string
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional
 
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
+from tf_for_slurm.plan.step import is_host_name
 
 DEFAULT_IB_TEMPLATE = "{host}-ib"
 _EXPECTED = "'hostname', 'template:{host}-ib', 'iface:NAME', 'file:PATH', 'auto' or 'auto:{host}-ib'"
@@ -49,8 +51,6 @@ def parse_policy(spec: Optional[str], name: str = "address policy") -> AddressPo
             raise UsageError(bad_value(name, spec, f"a template like '{{host}}-ib' ({exc})")) from None
         if any(f != "host" or spec_ or conv for f, spec_, conv in fields):
             raise UsageError(bad_value(name, spec, "a template whose only field is {host}, like '{host}-ib'"))
-        from tf_for_slurm.plan.step import is_host_name
-
         sample = arg.format(host="node1")
         if not (is_host_name(sample) or _is_ipv6(sample)):
             raise UsageError(bad_value(name, spec, "a template that makes host names, like '{host}-ib' "
@@ -59,8 +59,6 @@ def parse_policy(spec: Optional[str], name: str = "address policy") -> AddressPo
 
 
 def _is_ipv6(text: str) -> bool:
-    import ipaddress
-
     try:
         return isinstance(ipaddress.ip_address(text), ipaddress.IPv6Address)
     except ValueError:
@@ -80,7 +78,7 @@ def hosts_for(nodes: Iterable[str], policy: AddressPolicy,
     if node_addresses is None:
         raise PlanError(f"address policy {policy.kind}:{policy.arg}: expected per-node addresses gathered first "
                         "(tf_for_slurm.mpi.plan_from_mpi, or `tf-slurm node-address --append FILE` once per "
-                        "node and TF_SLURM_ADDRESS=file:FILE)")
+                        "node and the address policy file:FILE)")
     missing = [n for n in unique if n not in node_addresses]
     if missing:
         raise PlanError(

@@ -9,8 +9,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import NamedTuple, Optional
+from typing import Mapping, NamedTuple, Optional, Sequence
 
+from tf_for_slurm.errors import PlanError, bad_value
+from tf_for_slurm.plan.addresses import AddressPolicy, hosts_for
+from tf_for_slurm.plan.ports import assign_ports
+from tf_for_slurm.plan.roles import normalise_role
+from tf_for_slurm.plan.step import SlurmStep
 from tf_for_slurm.plan.strategy import find_chief
 
 ROLE_ORDER = ("chief", "ps", "worker", "evaluator")
@@ -24,10 +29,10 @@ class Task(NamedTuple):
     node_index: int  # position of the node in the step's node list
     local_id: int  # SLURM_LOCALID of the task on its node
     role: str  # 'chief' | 'ps' | 'worker' | 'evaluator'
-    index: int  # task index within its role
+    index: int  # type: ignore[assignment]  # task index within its role (shadows tuple.index)
     host: str  # host part of the address (node name, IB name or IP)
     port: int  # TensorFlow server port
-    aux_port: Optional[int] = None  # second collision-free port (the chief's: the exec supervisors' hub), when available
+    aux_port: Optional[int] = None  # a second collision-free port (the chief's: the exec supervisors' hub)
     gpus: tuple = ()  # GPU ids Slurm gave this task's node (known only on the task's own node)
 
     @property
@@ -44,6 +49,7 @@ class ClusterPlan:
     step_id: str = "0"
     notes: tuple = field(default=())  # human-readable notes on choices made (port policy, ...)
     details: tuple = field(default=())  # the same choices as (key, value) pairs, for `explain --json`
+    me_hint: str = "an offline plan has no task"  # what `me` says when my_rank is unknown
 
     # -- questions the rest of the code asks -------------------------------------------------
     @property
@@ -54,12 +60,7 @@ class ClusterPlan:
     def me(self) -> Task:
         """This process's task; only a plan built inside a step knows it."""
         if self.my_rank is None:
-            from tf_for_slurm.errors import PlanError
-
-            raise PlanError(
-                "this task's place in the step is unknown: expected SLURM_LOCALID and SLURM_NODEID (or "
-                "SLURMD_NODENAME) in the environment, as srun sets them (an offline plan has no task)"
-            )
+            raise PlanError(f"this task's place in the step is unknown: {self.me_hint}")
         return self.tasks[self.my_rank]
 
     @property
@@ -83,8 +84,6 @@ class ClusterPlan:
         for t in self.tasks:
             if t.role == role and t.index == index:
                 return t
-        from tf_for_slurm.errors import PlanError
-
         raise PlanError(f"role={role!r} index={index}: no such task in the plan")
 
     def count(self, role: str) -> int:
@@ -120,8 +119,6 @@ class ClusterPlan:
 
 def localhost_plan(roles: list, ports: list, my_rank: Optional[int] = None) -> ClusterPlan:
     """A plan of tasks all on 127.0.0.1 with the given roles and ports (tests, local runs)."""
-    from tf_for_slurm.plan.roles import normalise_role
-
     counters: dict = {}
     tasks = []
     for rank, (role, port) in enumerate(zip(roles, ports)):
@@ -133,19 +130,22 @@ def localhost_plan(roles: list, ports: list, my_rank: Optional[int] = None) -> C
     return ClusterPlan(tasks=tuple(tasks), my_rank=my_rank, job_id="local", step_id="0")
 
 
-def build_plan(step, roles, *, address=None, port_scope: str = "auto", base_port: Optional[int] = None,
-               node_addresses=None, ports=None) -> ClusterPlan:
+def build_plan(step: SlurmStep, roles: Sequence[str], *, address: Optional[AddressPolicy] = None,
+               port_scope: str = "auto", base_port: Optional[int] = None,
+               node_addresses: Optional[Mapping[str, str]] = None, ports: Optional[Sequence[int]] = None,
+               names: Optional[Mapping[str, str]] = None,
+               me_hint: str = "an offline plan has no task") -> ClusterPlan:
     """Slots from the step, labelled with `roles` (one per slot, node by node), with addresses and ports.
 
     `ports` (optional, one per slot) overrides the port policy: the mpi4py rendezvous uses it.
+    `names` says where port_scope, base_port and the reserved ports came from ({'port_scope': ...,
+    'base_port': ..., 'reserved': ...}), for error messages; `me_hint` what `plan.me` says when this
+    task's slot is unknown.
     """
-    from tf_for_slurm.plan.addresses import AddressPolicy, hosts_for
-    from tf_for_slurm.errors import PlanError, bad_value
-    from tf_for_slurm.plan.ports import assign_ports
-
+    names = names or {}
     policy = address if address is not None else AddressPolicy("hostname")
     if port_scope not in ("auto", "node", "step"):
-        raise PlanError(bad_value("TF_SLURM_PORT_SCOPE", port_scope, "'node' or 'step'"))
+        raise PlanError(bad_value(names.get("port_scope", "port_scope"), port_scope, "'node' or 'step'"))
     if len(roles) != step.ntasks:
         raise PlanError(f"roles has {len(roles)} entries: expected one per task ({step.ntasks})")
     hosts = hosts_for(step.nodes, policy, node_addresses)
@@ -170,12 +170,15 @@ def build_plan(step, roles, *, address=None, port_scope: str = "auto", base_port
     if ports is not None:
         if len(ports) != len(slot_node):
             raise PlanError(f"ports has {len(ports)} entries: expected one per task ({len(slot_node)})")
-        port_list, aux_list = list(ports), [None] * len(ports)
+        port_list: Sequence[int] = list(ports)
+        aux_list: Sequence[Optional[int]] = [None] * len(ports)
         notes.append("ports exchanged between tasks (rendezvous)")
         details["port_policy"] = "rendezvous"
     else:
         choice = assign_ports(offsets, job_id=step.job_id, step_id=step.step_id,
-                              reserved=step.resv_ports if scope == "node" else (), base_port=base_port)
+                              reserved=step.resv_ports if scope == "node" else (), base_port=base_port,
+                              base_port_name=names.get("base_port", "base_port"),
+                              reserved_name=names.get("reserved", "reserved"))
         port_list, aux_list = choice.ports, choice.aux_ports
         notes.append(choice.note)
         details.update(port_policy=choice.policy, port_window=f"{choice.span[0]}-{choice.span[1]}")
@@ -190,4 +193,4 @@ def build_plan(step, roles, *, address=None, port_scope: str = "auto", base_port
         tasks.append(make(Task, (rank, nodes[n], n, slot_local[rank], role, index, slot_host[rank],
                                  port_list[rank], aux_list[rank], gpus if rank == my_slot else ())))
     return ClusterPlan(tasks=tuple(tasks), my_rank=my_slot, job_id=step.job_id, step_id=step.step_id,
-                       notes=tuple(notes), details=tuple(details.items()))
+                       notes=tuple(notes), details=tuple(details.items()), me_hint=me_hint)

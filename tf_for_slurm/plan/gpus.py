@@ -20,6 +20,8 @@ from typing import Iterable, Optional, Sequence
 
 from tf_for_slurm.errors import UsageError, bad_value
 
+STEP_GPUS = "the step's GPU list"  # Slurm's step GPU ids (host.slurm names the variable)
+
 GPU_ROLES = ("worker", "chief", "evaluator")
 # Values Slurm (older releases) or users put in CUDA_VISIBLE_DEVICES to mean "none".
 _NO_DEVICE_MARKERS = {"", "nodevfiles", "none", "-1"}
@@ -82,7 +84,7 @@ def pick_gpu_source(cuda_visible_devices: Optional[str], task_gpus: Iterable[str
     plan_gpus = tuple(str(g) for g in task_gpus)
     if plan_gpus:
         return plan_gpus
-    return parse_gpu_list(slurm_step_gpus, "SLURM_STEP_GPUS")
+    return parse_gpu_list(slurm_step_gpus, STEP_GPUS)
 
 
 def local_gpu_ordinal(tasks: Sequence, rank: int) -> tuple:
@@ -116,7 +118,7 @@ def bound_per_task(cuda_visible_devices: Optional[str], slurm_step_gpus: Optiona
     names fewer of them means the split was done per task already and must not be split again.
     """
     mine = parse_gpu_list(cuda_visible_devices, "CUDA_VISIBLE_DEVICES")
-    step = parse_gpu_list(slurm_step_gpus, "SLURM_STEP_GPUS")
+    step = parse_gpu_list(slurm_step_gpus, STEP_GPUS)
     return bool(mine) and len(mine) < len(step)
 
 

@@ -50,14 +50,14 @@ def block_size(width: int) -> int:
 
 
 def window_base(job_id: str, step_id: str, width: int,
-                low: int = WINDOW_LOW, high: int = WINDOW_HIGH) -> int:
+                low: int = WINDOW_LOW, high: int = WINDOW_HIGH, base_port_name: str = "a base port") -> int:
     """First port of the step's block (see module docstring)."""
     size = block_size(width)
     nblocks = (high - low) // size
     if nblocks < 1:
         raise PlanError(
             f"{width} tasks per host: expected at most {(high - low) // 2} for the port window "
-            f"{low}-{high - 1}; set TF_SLURM_BASE_PORT or use srun --resv-ports"
+            f"{low}-{high - 1}; set {base_port_name} or use srun --resv-ports"
         )
     step = int(step_id) if str(step_id).isdigit() else zlib.crc32(str(step_id).encode())
     block = (_job_number(str(job_id)) + 7919 * step) % nblocks
@@ -65,32 +65,36 @@ def window_base(job_id: str, step_id: str, width: int,
 
 
 def assign_ports(offsets: Sequence[int], *, job_id: str, step_id: str,
-                 reserved: Sequence[int] = (), base_port: Optional[int] = None) -> PortAssignment:
-    """Ports for slots whose offsets (ordinal among the tasks sharing their host) are given."""
+                 reserved: Sequence[int] = (), base_port: Optional[int] = None,
+                 base_port_name: str = "base_port", reserved_name: str = "reserved") -> PortAssignment:
+    """Ports for slots whose offsets (ordinal among the tasks sharing their host) are given.
+
+    base_port_name, reserved_name: where those values came from, for messages (host passes the
+    variables' names)."""
     width = (max(offsets) + 1) if offsets else 0
     if base_port is not None:
         if not isinstance(base_port, int) or not 1024 <= base_port <= 65535 - 2 * width:
-            raise PlanError(bad_value("TF_SLURM_BASE_PORT", base_port,
+            raise PlanError(bad_value(base_port_name, base_port,
                                       f"a port in 1024-{65535 - 2 * width} (room for {width} tasks x 2)"))
         return PortAssignment(
             ports=tuple(base_port + o for o in offsets),
             aux_ports=tuple(base_port + width + o for o in offsets),
-            policy="fixed", note=f"ports {base_port}+offset (TF_SLURM_BASE_PORT)",
+            policy="fixed", note=f"ports {base_port}+offset ({base_port_name})",
             span=(base_port, base_port + 2 * width - 1),
         )
     if reserved:
         if len(reserved) < width:
             raise PlanError(
-                f"SLURM_STEP_RESV_PORTS holds {len(reserved)} ports: expected at least {width}, "
+                f"{reserved_name} holds {len(reserved)} ports: expected at least {width}, "
                 f"one per task on the busiest node (srun --resv-ports={width})"
             )
         aux = tuple(reserved[width + o] if len(reserved) >= 2 * width else None for o in offsets)
         return PortAssignment(
             ports=tuple(reserved[o] for o in offsets), aux_ports=aux, policy="reserved",
-            note=f"Slurm-reserved ports {reserved[0]}-{reserved[-1]} (SLURM_STEP_RESV_PORTS)",
+            note=f"Slurm-reserved ports {reserved[0]}-{reserved[-1]} ({reserved_name})",
             span=(min(reserved), max(reserved)),
         )
-    base = window_base(job_id, step_id, width)
+    base = window_base(job_id, step_id, width, base_port_name=base_port_name)
     return PortAssignment(
         ports=tuple(base + o for o in offsets),
         aux_ports=tuple(base + width + o for o in offsets),

@@ -193,7 +193,7 @@ class StepWatch:
     def finished(self, now: float) -> bool:
         """True when the hub can exit: the decision is made and every task has settled (or the
         end grace is over)."""
-        if not self.decided:
+        if not self.decided or self.decided_at is None:
             return False
         return not self._open or now - self.decided_at >= self.end_grace
 

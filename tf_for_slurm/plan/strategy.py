@@ -35,12 +35,16 @@ class StepRoles(NamedTuple):
     servers: Tuple[int, ...]  # ranks ended (exit 0) once the chief is done
 
 
-def infer_strategy(roles: Sequence[str], requested: Optional[str] = None) -> Tuple[str, str]:
-    """(strategy, rule) from the roles of every task, or the user's choice ('auto' = infer)."""
+def infer_strategy(roles: Sequence[str], requested: Optional[str] = None,
+                   source: str = "--strategy") -> Tuple[str, str]:
+    """(strategy, rule) from the roles of every task, or the user's choice ('auto' = infer).
+
+    source: where `requested` came from (the option, or the setting's name), for the log and errors.
+    """
     if requested is not None and requested != "auto":
         if requested not in STRATEGIES:
-            raise UsageError(bad_value("--strategy", requested, "one of " + ", ".join(STRATEGY_CHOICES)))
-        return requested, f"strategy {requested} (given by --strategy / TF_SLURM_STRATEGY)"
+            raise UsageError(bad_value(source, requested, "one of " + ", ".join(STRATEGY_CHOICES)))
+        return requested, f"strategy {requested} (given by {source})"
     present = set(roles)
     if "ps" in present and "chief" in present:
         return "pss", ("strategy pss (the plan has ps and a chief: TF2 ParameterServerStrategy, workers "
@@ -50,10 +54,10 @@ def infer_strategy(roles: Sequence[str], requested: Optional[str] = None) -> Tup
     return "mwms", "strategy mwms (the plan has no ps: MultiWorkerMirroredStrategy, every worker trains)"
 
 
-def step_roles(tasks: Iterable, requested: Optional[str] = None) -> StepRoles:
+def step_roles(tasks: Iterable, requested: Optional[str] = None, source: str = "--strategy") -> StepRoles:
     """Classify every task of the plan (`tasks`: anything with rank, role, index)."""
     tasks = list(tasks)
-    strategy, rule = infer_strategy([t.role for t in tasks], requested)
+    strategy, rule = infer_strategy([t.role for t in tasks], requested, source)
     chief = require_chief(tasks)
     trainers: List[int] = []
     servers: List[int] = []

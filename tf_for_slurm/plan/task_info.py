@@ -84,4 +84,6 @@ def fill_from_task(info: TaskInfo, who: str, n_ps: Optional[int], n_ps_name: str
     for name, given, known in ((n_ps_name, n_ps, info.n_ps), (n_workers_name, n_workers, info.n_workers)):
         if given is not None and given != known:
             raise UsageError(bad_value(name, given, f"{known}, the number in this step (from {info.source})"))
-    return info.n_ps, info.n_workers, info.worker_index if worker_index is None else worker_index
+    index = info.worker_index if worker_index is None else worker_index
+    assert index is not None  # checked above
+    return info.n_ps, info.n_workers, index
