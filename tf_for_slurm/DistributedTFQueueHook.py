@@ -7,8 +7,13 @@ argument (no global FLAGS), and each worker must say which one it is (`worker_in
 ps counts distinct workers.  Prefer `reporting_done` / `tf_for_slurm.runtime.launch`.
 """
 
-from tf_for_slurm.runtime.done_queue import (QueueManagementHook, create_done_queue, create_done_queues,  # noqa: F401
-                                 report_done, reporting_done)
+from tf_for_slurm.runtime.done_queue import (  # noqa: F401
+    QueueManagementHook,
+    create_done_queue,
+    create_done_queues,
+    report_done,
+    reporting_done,
+)
 from tf_for_slurm.runtime.hooks import BarrierOnChiefHook, PrintStepHook  # noqa: F401
 
 __all__ = ["create_done_queue", "create_done_queues", "QueueManagementHook", "report_done",

@@ -12,8 +12,15 @@ from typing import Dict, Mapping, Optional, Sequence
 
 from tf_for_slurm.errors import SlurmEnvError, UsageError, bad_value
 from tf_for_slurm.host import settings
-from tf_for_slurm.plan.step import (SlurmStep, check_host_names, expand_nodelist, format_tasks_per_node,
-                                    parse_port_list, parse_tasks_per_node, MAX_MEMORY_MB)
+from tf_for_slurm.plan.step import (
+    MAX_MEMORY_MB,
+    SlurmStep,
+    check_host_names,
+    expand_nodelist,
+    format_tasks_per_node,
+    parse_port_list,
+    parse_tasks_per_node,
+)
 
 JOB_ID, JOBID = "SLURM_JOB_ID", "SLURM_JOBID"
 STEP_ID, STEPID = "SLURM_STEP_ID", "SLURM_STEPID"
