@@ -14,13 +14,18 @@ import sys
 from pathlib import Path
 
 import pytest
-
-import tf_for_slurm
-from tf_for_slurm.errors import TfSlurmError
 from envs import step_env
 from test_cli import BAD_CALLS
 from test_memory import BAD as BAD_MEMORY
 from test_slurm_env import BAD_ENVS
+
+import tf_for_slurm
+from tf_for_slurm.errors import TfSlurmError
+from tf_for_slurm.host.allocation import memory_per_task
+from tf_for_slurm.host.settings import ADDRESS
+from tf_for_slurm.plan.addresses import parse_policy
+from tf_for_slurm.runtime import launch
+from tf_for_slurm.ServerDictionary import GetServerDictionary
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "mnist_distributed" / "LaunchTFServerWithHooks.py"
@@ -56,8 +61,6 @@ def _plan_small(**changes):
 
 def _gsd(*args, env=None, **kwargs):
     def call():
-        from tf_for_slurm.ServerDictionary import GetServerDictionary
-
         old = dict(os.environ)
         os.environ.clear()
         os.environ.update({k: v for k, v in old.items() if not k.startswith(("SLURM", "TF_SLURM_"))},
@@ -72,22 +75,15 @@ def _gsd(*args, env=None, **kwargs):
 
 def _launch(**kwargs):
     def call():
-        from tf_for_slurm.runtime import launch
-
         return launch(kwargs.pop("train_fn", _fn), **kwargs)
     return call
 
 
 def _memory(env, **kwargs):
-    from tf_for_slurm.plan.memory import memory_per_task
-
     return lambda: memory_per_task(env, **kwargs)
 
 
 def _policy(spec):
-    from tf_for_slurm.host.settings import ADDRESS
-    from tf_for_slurm.plan.addresses import parse_policy
-
     return lambda: parse_policy(spec, ADDRESS)
 
 
@@ -158,7 +154,8 @@ API = [
     ("TF_SLURM_CHIEF=maybe", _plan_env(TF_SLURM_CHIEF="maybe"), ["TF_SLURM_CHIEF='maybe'"]),
     ("TF_SLURM_ADDRESS template:{host", _plan_env(TF_SLURM_ADDRESS="template:{host"),
      ["TF_SLURM_ADDRESS='template:{host'"]),
-    ("TF_SLURM_ADDRESS template:{0}", _plan_env(TF_SLURM_ADDRESS="template:{0}-ib"), ["TF_SLURM_ADDRESS='template:{0}-ib'"]),
+    ("TF_SLURM_ADDRESS template:{0}", _plan_env(TF_SLURM_ADDRESS="template:{0}-ib"),
+     ["TF_SLURM_ADDRESS='template:{0}-ib'"]),
     ("TF_SLURM_ADDRESS template:{host!r}", _plan_env(TF_SLURM_ADDRESS="template:{host!r}"),
      ["TF_SLURM_ADDRESS='template:{host!r}'"]),
     ("TF_SLURM_ADDRESS template width", _plan_env(TF_SLURM_ADDRESS="template:{host:>99999999}"),
@@ -177,7 +174,8 @@ API = [
      ["SLURM_STEP_NODELIST='node 1,node2,node3'", "no spaces", "'node 1'"]),
     ("nodelist non-ASCII", _step(_with(STEP, SLURM_STEP_NODELIST="nöde[1-3]")), ["SLURM_STEP_NODELIST='nöde[1-3]'"]),
     ("nodelist leading hyphen", _step(_with(STEP, SLURM_STEP_NODELIST="-n[1-3]")), ["SLURM_STEP_NODELIST='-n[1-3]'"]),
-    ("nodelist semicolon", _step(_with(STEP, SLURM_STEP_NODELIST="n1,n2;id,n3")), ["SLURM_STEP_NODELIST='n1,n2;id,n3'"]),
+    ("nodelist semicolon", _step(_with(STEP, SLURM_STEP_NODELIST="n1,n2;id,n3")),
+     ["SLURM_STEP_NODELIST='n1,n2;id,n3'"]),
     ("nodelist label > 63", _step(_with(STEP, SLURM_STEP_NODELIST="a" * 64 + "[1-3]")), ["SLURM_STEP_NODELIST="]),
     ("SLURMD_NODENAME space", _step(_with(STEP, SLURMD_NODENAME="node 1")), ["SLURMD_NODENAME='node 1'"]),
     ("SLURM_MEM_PER_CPU huge", _step(_with(STEP, SLURM_MEM_PER_CPU="99999999999999999999999T")),
@@ -188,7 +186,8 @@ API = [
      ["SLURM_STEP_TASKS_PER_NODE='1(x99999999)'"]),
     ("tasks per node huge count", _step(_with(STEP, SLURM_STEP_TASKS_PER_NODE="99999999999,1,1")),
      ["SLURM_STEP_TASKS_PER_NODE='99999999999,1,1'", "at most 100000 tasks"]),
-    ("tasks per node x0", _step(_with(STEP, SLURM_STEP_TASKS_PER_NODE="2(x0),2,2")), ["SLURM_STEP_TASKS_PER_NODE='2(x0),2,2'"]),
+    ("tasks per node x0", _step(_with(STEP, SLURM_STEP_TASKS_PER_NODE="2(x0),2,2")),
+     ["SLURM_STEP_TASKS_PER_NODE='2(x0),2,2'"]),
     ("mem huge (tf-slurm mem)", _memory({"SLURM_MEM_PER_CPU": "99999999999999999999999T"}),
      ["SLURM_MEM_PER_CPU='99999999999999999999999T'", "at most"]),
     ("policy {host", _policy("template:{host"), ["TF_SLURM_ADDRESS='template:{host'"]),
@@ -226,7 +225,8 @@ CLI = [
     (["explain", "--log-level", "LOUD"], {}, ["--log-level='LOUD'"]),
     (["explain", "--nodelist", "node 1"], {}, ["--nodelist='node 1'"]),
     (["explain", "--nodelist", "n1", "--tasks-per-node", "1(x0)"], {}, ["--tasks-per-node='1(x0)'"]),
-    (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--address", "template:{host"], {}, ["--address='template:{host'"]),
+    (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--address", "template:{host"], {},
+     ["--address='template:{host'"]),
     (["explain", "--port-scope", "step"], {}, ["--port-scope given without --nodelist"]),
     (["explain", "--nodelist", "n1"], {}, ["--ps=1: expected at most 0 so that 1 tasks leave a worker"]),
     (["mem"], {"SLURM_MEM_PER_CPU": "99999999999999999999999T"}, ["SLURM_MEM_PER_CPU='99999999999999999999999T'"]),

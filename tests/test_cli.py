@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from envs import step_env
 
 from tf_for_slurm.cli import main
-from envs import step_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -22,7 +22,8 @@ def run(args, env=None, timeout=60):
 
 
 def test_import_does_not_import_tensorflow():
-    out = subprocess.run([sys.executable, "-c", "import sys, tf_for_slurm, tf_for_slurm.cli, tf_for_slurm.ServerDictionary;"
+    out = subprocess.run([sys.executable, "-c",
+                          "import sys, tf_for_slurm, tf_for_slurm.cli, tf_for_slurm.ServerDictionary;"
                           "print('tensorflow' in sys.modules)"], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": ROOT})
     assert out.stdout.strip() == "False"
@@ -91,21 +92,25 @@ def test_exec_at_16384_tasks_gives_python_the_full_tf_config(tmp_path):
 
 BAD_CALLS = [
     (["explain", "--nodelist", "n[1-"], {}, "--nodelist='n[1-': expected a Slurm hostlist"),
-    (["explain", "--nodelist", "n[1-2]", "--tasks-per-node", "1,2,3"], {}, "--tasks-per-node='1,2,3': expected one count per node"),
+    (["explain", "--nodelist", "n[1-2]", "--tasks-per-node", "1,2,3"], {},
+     "--tasks-per-node='1,2,3': expected one count per node"),
     (["explain", "--nodelist", "n1", "--tasks-per-node", "x"], {}, "--tasks-per-node='x': expected a task count list"),
     (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--tasks", "ps,boss"], {}, "ListOfTFTasks[1]='boss'"),
     (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--ps", "2"], {}, "ps=2: expected at most 1"),
-    (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--address", "ib"], {}, "--address='ib': expected 'hostname'"),
+    (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--address", "ib"], {},
+     "--address='ib': expected 'hostname'"),
     (["explain", "--tasks-per-node", "2"], {}, "--tasks-per-node given without --nodelist"),
     (["explain", "--ps", "two"], {}, "argument --ps: invalid int value: 'two'"),
     (["tf-config"], {}, "SLURM_JOB_ID is not set"),
     (["tf-config", "--nodelist", "n1", "--tasks-per-node", "2"], {}, "--rank is required for an offline plan"),
     (["tf-config", "--nodelist", "n1", "--tasks-per-node", "2", "--rank", "5"], {}, "--rank=5: expected a rank in 0-1"),
     (["exec"], step_env("localhost", "2"), "exec: expected a command after '--'"),
-    (["exec", "--", "true"], step_env("nohost.invalid", "2"), "'nohost.invalid' of ps:0 (rank 0, node nohost.invalid) does not resolve"),
+    (["exec", "--", "true"], step_env("nohost.invalid", "2"),
+     "'nohost.invalid' of ps:0 (rank 0, node nohost.invalid) does not resolve"),
     (["nonsense"], {}, "invalid choice: 'nonsense'"),
     (["--log-level", "LOUD", "explain"], {}, "--log-level='LOUD': expected DEBUG"),
-    (["explain"], {**step_env("n[1-2]", "2(x2)"), "SLURM_NODEID": "7"}, "SLURM_NODEID=7: expected a node index below 2"),
+    (["explain"], {**step_env("n[1-2]", "2(x2)"), "SLURM_NODEID": "7"},
+     "SLURM_NODEID=7: expected a node index below 2"),
 ]
 
 
@@ -119,7 +124,8 @@ def test_usage_errors_are_one_line_exit_2(args, env, message):
 
 
 def test_exec_of_a_missing_program():
-    r = run(["exec", "--no-sidecar", "--", "/no/such/program"], env=step_env("localhost", "2", TF_SLURM_BASE_PORT="31300"))
+    r = run(["exec", "--no-sidecar", "--", "/no/such/program"],
+            env=step_env("localhost", "2", TF_SLURM_BASE_PORT="31300"))
     assert r.returncode == 127 and "cannot run '/no/such/program'" in r.stderr
 
 

@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from slurm_harness import PYTHON
 
+from tf_for_slurm.cli.mem import add_arguments, main
 from tf_for_slurm.errors import UsageError
-from tf_for_slurm.plan.memory import add_arguments, main, memory_per_task, parse_count, parse_memory_mb, parse_scontrol_records
+from tf_for_slurm.host.allocation import memory_per_task
+from tf_for_slurm.plan.memory import parse_count, parse_memory_mb, parse_scontrol_records
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -304,8 +307,6 @@ echo "srun ok"
 ])
 def test_answer_is_accepted_by_srun(slurm_cluster, tmp_path, sbatch_args, cpt, expected):
     """The number `tf-slurm mem` prints is what srun --mem-per-cpu accepts inside the allocation."""
-    from slurm_harness import PYTHON
-
     script = tmp_path / "job.sh"
     script.write_text(MEM_JOB)
     job, info = slurm_cluster.sbatch_poll([*sbatch_args, "-o", str(tmp_path / "out-%j.txt"), str(script)],

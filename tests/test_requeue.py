@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tf_for_slurm.errors import UsageError
-from tf_for_slurm.plan.requeue import EXIT_REQUEUE_LIMIT, EXIT_TERMINATED, checkpoint_step, count_from, decide, signal_name, stop_delay
+from tf_for_slurm.host.settings import MAX_REQUEUES, count_from
+from tf_for_slurm.plan.requeue import EXIT_REQUEUE_LIMIT, EXIT_TERMINATED, checkpoint_step, decide, signal_name, stop_delay
 from tf_for_slurm.host.stop_request import StopRequest, signals_from_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,7 +49,7 @@ PY = sys.executable
     ("HUP", 0, 0, 10, 300, 800, False, 1, ["not a time-limit warning"]),
 ])
 def test_decide(sig, status, restarts, limit, step, target, requeue, exit_status, words):
-    d = decide(sig, status, restarts, limit, checkpoint_step=step, target=target)
+    d = decide(sig, status, restarts, limit, checkpoint_step=step, target=target, limit_name=MAX_REQUEUES)
     assert (d.requeue, d.exit_status) == (requeue, exit_status), d
     for w in words:
         assert w in d.reason, (w, d.reason)
@@ -175,10 +176,10 @@ def test_early_warning_nobody_takes_is_delivered_as_without_us():
 
 # -- batch-step end to end, with stand-ins for srun / squeue / scontrol ---------------------------
 FAKE_SRUN = """#!/bin/bash
-# a step that trains until told to stop: writes a checkpoint state at the step it reached
+# a step that trains until told to stop (or FAKE_LOOPS x 0.1 s): writes a checkpoint state at the step it reached
 trap 'echo "model_checkpoint_path: \\"model.ckpt-$FAKE_STEP\\"" > "$FAKE_DIR/checkpoint"; exit 0' USR1 TERM
 echo started > "$FAKE_DIR/started"
-for i in $(seq 1 40); do sleep 0.1; done
+for i in $(seq 1 ${FAKE_LOOPS:-40}); do sleep 0.1; done
 echo "model_checkpoint_path: \\"model.ckpt-$FAKE_TARGET\\"" > "$FAKE_DIR/checkpoint"
 """
 FAKE_SQUEUE = "#!/bin/bash\ndate -d @$(( $(date +%s) + ${FAKE_LEFT:-100} )) +%Y-%m-%dT%H:%M:%S\n"
@@ -221,7 +222,10 @@ def _batch_step(tmp_path, env, signo=None, *extra, start_step=None):
 def test_batch_step_warning_requeues_at_the_margin(fake_slurm):
     tmp_path, env = fake_slurm
     t0 = time.monotonic()
-    rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "34"}, signal.SIGUSR1, "--warn-margin", "30")
+    # FAKE_LOOPS=300: the stand-in step runs 30 s unless told, so it is always told first (it would end
+    # by itself after 4 s, the very moment it is told: the two raced)
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "34", "FAKE_LOOPS": "300"}, signal.SIGUSR1,
+                          "--warn-margin", "30")
     assert rc == 0, log
     assert time.monotonic() - t0 < 15, log  # told ~4 s after the warning (34 s left, margin 30)
     m = re.search(r"SIGUSR1 \(3[34] s before the time limit\): telling the step's tasks to stop at their next step "

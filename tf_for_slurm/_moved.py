@@ -17,14 +17,14 @@ from typing import Optional, Sequence
 
 MOVED = {  # old path -> new path
     "tf_for_slurm.addresses": "tf_for_slurm.plan.addresses",
-    "tf_for_slurm.batch": "tf_for_slurm.plan.batch_settings",
+    "tf_for_slurm.batch": "tf_for_slurm.host.allocation",
     "tf_for_slurm.batch_step": "tf_for_slurm.supervise.batch_step",
     "tf_for_slurm.child_process": "tf_for_slurm.supervise.child_process",
     "tf_for_slurm.environment": "tf_for_slurm.host.environment",
     "tf_for_slurm.gpus": "tf_for_slurm.plan.gpus",
     "tf_for_slurm.launcher": "tf_for_slurm.supervise.launcher",
     "tf_for_slurm.liveness": "tf_for_slurm.host.network",
-    "tf_for_slurm.memory": "tf_for_slurm.plan.memory",
+    "tf_for_slurm.memory": "tf_for_slurm.host.allocation",
     "tf_for_slurm.mpi": "tf_for_slurm.host.mpi",
     "tf_for_slurm.ports": "tf_for_slurm.plan.ports",
     "tf_for_slurm.requeue": "tf_for_slurm.plan.requeue",
@@ -41,6 +41,10 @@ MOVED = {  # old path -> new path
 }
 
 
+# old paths that were also programs (`python -m tf_for_slurm.launcher ...`): the tf-slurm command they ran
+COMMANDS = {"tf_for_slurm.launcher": "local", "tf_for_slurm.memory": "mem"}
+
+
 class _Alias(importlib.abc.Loader):
     def __init__(self, target: str) -> None:
         self.target = target
@@ -52,6 +56,10 @@ class _Alias(importlib.abc.Loader):
         """Nothing to run: the target module ran when it was imported."""
 
     def get_code(self, fullname: str) -> Optional[CodeType]:  # for `python -m OLD.PATH`
+        command = COMMANDS.get(fullname)
+        if command is not None:
+            source = f"import sys\nfrom tf_for_slurm.cli import main\nsys.exit(main([{command!r}, *sys.argv[1:]]))\n"
+            return compile(source, f"<python -m {fullname}>", "exec")
         spec = importlib.util.find_spec(self.target)
         loader = spec.loader if spec is not None else None
         get_code = getattr(loader, "get_code", None)

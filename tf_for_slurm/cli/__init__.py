@@ -6,28 +6,55 @@ Every usage or plan error is one line on stderr and exit code 2, never a traceba
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
-import os
 import shlex
 import sys
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
+from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import SlurmEnvError, TfSlurmError, UsageError, bad_value
+from tf_for_slurm.host import settings, slurm
+from tf_for_slurm.host.allocation import this_node
+from tf_for_slurm.host.environment import decide_address, plan_from_env, roles_for
+from tf_for_slurm.host.network import interface_address
+from tf_for_slurm.host.task_env import task_env
+from tf_for_slurm.host.user_files import append_line
+from tf_for_slurm.plan.addresses import parse_policy
+from tf_for_slurm.plan.cluster import build_plan
+from tf_for_slurm.plan.gpus import gpu_view, parse_gpu_list
+from tf_for_slurm.plan.step import offline_step
 
 log = logging.getLogger("tf_for_slurm.cli")
+
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _report(prog: str, exc: TfSlurmError) -> int:
+    """The one way every error ends: one line on stderr; the exit code (2)."""
+    sys.stderr.write(f"{prog}: error: {exc}\n")
+    return exc.exit_code
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors are one line and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        raise SystemExit(2)
+        raise SystemExit(_report(self.prog, UsageError(message)))
+
+
+def _level(value: object, name: str) -> str:
+    """A logging level's name (any case), or one UsageError naming the option."""
+    level = str(value).strip().upper()
+    if level not in LEVELS:
+        raise UsageError(bad_value(name, value, "DEBUG, INFO, WARNING, ERROR or CRITICAL"))
+    return level
 
 
 def _role_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("roles (default: TF_SLURM_TASKS, else TF_SLURM_PS, else 1 ps)")
+    g = p.add_argument_group(f"roles (default: {settings.TASKS}, else {settings.PS}, else 1 ps)")
     g.add_argument("--tasks", help="comma-separated roles, one per task, node by node, e.g. ps,worker,worker")
     g.add_argument("--ps", type=int, help="number of parameter servers: the first N tasks")
     g.add_argument("--placement", choices=["first", "per-node"], help="'per-node': one ps per node")
@@ -42,9 +69,10 @@ def _offline_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--job-id", default="0", help="the job's id: its tasks' ports derive from it")
     g.add_argument("--step-id", default="0", help="the step's id (0: the job's first srun)")
     g.add_argument("--port-scope", choices=["node", "step"],
-                   help="ports unique per node (default) or across the step (TF_SLURM_PORT_SCOPE; emulated nodes)")
+                   help=f"ports unique per node (default) or across the step ({settings.PORT_SCOPE}; emulated nodes)")
     g.add_argument("--rank", type=int, help="the task to print (default: this task)")
-    g.add_argument("--gpus", metavar="IDS", help="GPU ids each node has, e.g. '0,1,2,3' (explain shows each task's share)")
+    g.add_argument("--gpus", metavar="IDS",
+                   help="GPU ids each node has, e.g. '0,1,2,3' (explain shows each task's share)")
 
 
 def _command_in(argv: Optional[Sequence[str]]) -> Optional[str]:
@@ -61,22 +89,22 @@ def _command_in(argv: Optional[Sequence[str]]) -> Optional[str]:
 
 def version() -> str:
     """The installed distribution's version (package metadata), for `tf-slurm --version`."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
+    from importlib import metadata  # noqa: PLC0415 (start-up time: ~17 ms, only for --version)
 
     try:
-        return dist_version("tf_for_slurm")
-    except PackageNotFoundError:
+        return metadata.version("tf_for_slurm")
+    except metadata.PackageNotFoundError:
         return "unknown (not installed: pip install -e .)"
 
 
 class _VersionAction(argparse.Action):
     """`--version`, looking the metadata up only when asked (start-up time of every other call)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[override]
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Union[str, Sequence[Any], None], option_string: Optional[str] = None) -> None:
         sys.stdout.write(f"tf-slurm {version()}\n")
         parser.exit(0)
 
@@ -88,11 +116,11 @@ HELP = {
                 "--ps 2 --job-id 123456 --json"),
     "tf-config": ("Print this task's TF_CONFIG (JSON).",
                   "srun tf-slurm tf-config --ps 1\n  tf-slurm tf-config --nodelist 'n[1-3]' --rank 2"),
-    "env": ("Print shell export lines for this task: TF_CONFIG, TF_SLURM_JOB_TYPE, TF_SLURM_TASK_INDEX, ...",
+    "env": (f"Print shell export lines for this task: TF_CONFIG, {settings.JOB_TYPE}, {settings.TASK_INDEX}, ...",
             'eval "$(tf-slurm env --ps 1)"'),
     "exec": ("Run this task's command with TF_CONFIG set, and end it when the step's training is over.",
              "srun tf-slurm exec --ps 1 -- python train.py --epochs 3"),
-    "node-address": ("Print 'NODE ADDRESS' for a network interface of this node (for TF_SLURM_ADDRESS=file:FILE).",
+    "node-address": (f"Print 'NODE ADDRESS' for a network interface of this node (for {settings.ADDRESS}=file:FILE).",
                      "srun --ntasks-per-node=1 tf-slurm node-address --iface ib0 --append addresses.txt"),
     "mem": ("Print the memory per task in MB from the allocation, the partition or the nodes.",
             "tf-slurm mem --cpus-per-task 4 --partition-info <(scontrol show partition)\n"
@@ -111,6 +139,18 @@ HELP = {
 }
 
 
+# The subcommands that live in their own modules, each with options (`add_arguments(parser)`) and a
+# run (`main(args) -> int`): (command, module, options, run).  Only the chosen one is imported:
+# `local` and `batch-step` load the supervisors (start-up time of every other command).
+MODULE_COMMANDS = (
+    ("mem", "tf_for_slurm.cli.mem", "add_arguments", "main"),
+    ("local", "tf_for_slurm.cli.local", "add_arguments", "main"),
+    ("batch-settings", "tf_for_slurm.cli.batch", "add_arguments", "main"),
+    ("batch-status", "tf_for_slurm.cli.batch", "add_status_arguments", "main_status"),
+    ("batch-step", "tf_for_slurm.cli.batch_step", "add_arguments", "main"),
+)
+
+
 def _subparser(sub, name: str, **kw) -> argparse.ArgumentParser:
     """A subcommand with its one-line description, an example, and --log-level after it too."""
     line, example = HELP[name]
@@ -121,10 +161,13 @@ def _subparser(sub, name: str, **kw) -> argparse.ArgumentParser:
 
 
 def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
+    """Every command's options; a module command's only when it is the one in `argv` (start-up time)."""
     parser = _Parser(prog="tf-slurm", description="Distributed TensorFlow on Slurm: plans, TF_CONFIG, launch.",
                      epilog="`tf-slurm COMMAND --help` describes each command.")
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
-    parser.add_argument("--log-level", default=os.environ.get("TF_SLURM_LOG_LEVEL", "WARNING"),
+    env = settings.environ()
+    parser.add_argument("--log-level", default=settings.text(env, settings.LOG_LEVEL)
+                        or settings.default_text(settings.LOG_LEVEL),
                         help="DEBUG, INFO, WARNING (default), ERROR, CRITICAL")
     sub = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
@@ -146,73 +189,50 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     p = _subparser(sub, "exec")
     _role_options(p)
     p.add_argument("--strategy", choices=["auto", "tf1", "pss", "mwms"], default=None,
-                   help="how the step ends (default: TF_SLURM_STRATEGY, else auto: ps+chief -> pss, ps -> tf1, "
+                   help=f"how the step ends (default: {settings.STRATEGY}, else auto: ps+chief -> pss, ps -> tf1, "
                         "no ps -> mwms)")
     p.add_argument("--drain", type=float, default=None, metavar="SECONDS",
                    help="after the chief finished, how long other training tasks may run (default: "
-                        "TF_SLURM_DRAIN, else 30)")
+                        f"{settings.DRAIN}, else {settings.default_seconds(settings.DRAIN):g})")
     p.add_argument("--no-device-filters", action="store_true",
-                   help="do not give TF1 worker servers device filters (TF_SLURM_DEVICE_FILTERS=0)")
+                   help=f"do not give TF1 worker servers device filters ({settings.DEVICE_FILTERS}=0)")
     p.add_argument("--no-supervise", "--no-sidecar", dest="no_supervise", action="store_true",
                    help="run the command without the supervisor (nothing ends the step for you)")
     p.add_argument("--supervisor-log-level", "--sidecar-log-level", dest="supervisor_log_level",
-                   default=os.environ.get("TF_SLURM_SUPERVISOR_LOG_LEVEL")
-                   or os.environ.get("TF_SLURM_SIDECAR_LOG_LEVEL") or None,
+                   default=settings.text(env, settings.SUPERVISOR_LOG_LEVEL)
+                   or settings.text(env, settings.SIDECAR_LOG_LEVEL),
                    help="logging level of the supervisor: DEBUG..CRITICAL "
                         "(default: --log-level)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
     p = _subparser(sub, "node-address")
     p.add_argument("--iface", required=True, help="network interface, e.g. ib0")
-    p.add_argument("--append", metavar="FILE", help="append the line to FILE (for TF_SLURM_ADDRESS=file:FILE)")
+    p.add_argument("--append", metavar="FILE", help=f"append the line to FILE (for {settings.ADDRESS}=file:FILE)")
 
-    # these live in their own modules; import only the one being run (start-up time)
     chosen = _command_in(argv)
-    for name, module, adder, runner in (("mem", "memory", "add_arguments", "main"),
-                                        ("local", "launcher", "add_arguments", "main"),
-                                        ("batch-settings", "batch", "add_arguments", "main"),
-                                        ("batch-status", "batch", "add_status_arguments", "main_status"),
-                                        ("batch-step", "batch_step", "add_arguments", "main")):
+    for name, module, adder, runner in MODULE_COMMANDS:
         p = _subparser(sub, name, add_help=chosen == name)
-        if chosen == name:
-            mod = _optional_module(module)
-            if mod is not None:
-                getattr(mod, adder)(p)
-                p.set_defaults(_run=getattr(mod, runner))
+        if chosen == name:  # an ImportError here is a broken install: it propagates, never a missing command
+            mod = importlib.import_module(module)
+            getattr(mod, adder)(p)
+            p.set_defaults(_run=getattr(mod, runner))
     return parser
 
 
-def _optional_module(name: str):
-    import importlib
-
-    try:
-        return importlib.import_module(f"tf_for_slurm.{name}")
-    except ImportError:
-        return None
-
-
 def _plan(args: argparse.Namespace):
-    from tf_for_slurm.host.environment import plan_from_env, roles_for
-    from tf_for_slurm.plan.addresses import parse_policy
-    from tf_for_slurm.plan.cluster import build_plan
-    from tf_for_slurm.plan.step import offline_step
-
     tasks = args.tasks.split(",") if args.tasks else None
     if getattr(args, "nodelist", None):
         step = offline_step(args.nodelist, args.tasks_per_node or "1", args.job_id, args.step_id)
         roles = roles_for(step, tasks, args.ps, args.placement or "first", args.chief, names={"ps": "--ps"})
         policy = parse_policy(args.address, "--address")
         if policy.kind == "auto":  # decided here, with this machine's resolver, as a task would
-            from tf_for_slurm.host.environment import decide_address
-
             policy = decide_address(policy, step.nodes).policy
-        from tf_for_slurm.host.environment import _env_int
-
-        scope = args.port_scope or os.environ.get("TF_SLURM_PORT_SCOPE") or "auto"
+        env = settings.environ()
+        scope = args.port_scope or settings.text(env, settings.PORT_SCOPE) or settings.default_text(settings.PORT_SCOPE)
         return build_plan(step, roles, address=policy, port_scope=scope,
-                          base_port=_env_int(os.environ, "TF_SLURM_BASE_PORT"))
+                          base_port=settings.integer(env, settings.BASE_PORT))
     if getattr(args, "port_scope", None):
-        raise UsageError("--port-scope given without --nodelist: expected TF_SLURM_PORT_SCOPE in a job")
+        raise UsageError(f"--port-scope given without --nodelist: expected {settings.PORT_SCOPE} in a job")
     if getattr(args, "tasks_per_node", None):
         raise UsageError("--tasks-per-node given without --nodelist: expected both for an offline plan")
     return plan_from_env(tasks=tasks, ps=args.ps, placement=args.placement, chief=args.chief,
@@ -225,10 +245,11 @@ def _rank(args: argparse.Namespace, plan) -> int:
         if plan.my_rank is None and getattr(args, "nodelist", None):
             raise UsageError("--rank is required for an offline plan: expected the task's rank")
         if plan.my_rank is None:
-            missing = [n for n in ("SLURM_LOCALID", "SLURM_NODEID") if not os.environ.get(n)]
-            if "SLURM_NODEID" in missing and os.environ.get("SLURMD_NODENAME"):
-                missing.remove("SLURM_NODEID")
-            raise SlurmEnvError(f"{' and '.join(missing) or 'SLURM_LOCALID'} not set: expected this task's ids, "
+            env = settings.environ()
+            missing = [n for n in (slurm.LOCALID, slurm.NODEID) if not env.get(n)]
+            if slurm.NODEID in missing and env.get(slurm.NODENAME):
+                missing.remove(slurm.NODEID)
+            raise SlurmEnvError(f"{' and '.join(missing) or slurm.LOCALID} not set: expected this task's ids, "
                                 "as srun sets them (run under srun or `tf-slurm local`, or pass --rank R)")
         return plan.my_rank
     if not 0 <= rank < plan.size:
@@ -237,13 +258,12 @@ def _rank(args: argparse.Namespace, plan) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from tf_for_slurm.plan.gpus import gpu_view, parse_gpu_list
-
+    """`tf-slurm explain`: the plan as a table (or JSON), this task marked."""
     plan = _plan(args)
     chief = plan.chief
     pool = parse_gpu_list(args.gpus, "--gpus") if getattr(args, "gpus", None) is not None else None
-    gpus = gpu_view(plan.tasks, plan.my_rank, os.environ.get("CUDA_VISIBLE_DEVICES"),
-                    os.environ.get("SLURM_STEP_GPUS"), pool)
+    cuda_visible_devices, step_gpus = slurm.gpu_sources(settings.environ())
+    gpus = gpu_view(plan.tasks, plan.my_rank, cuda_visible_devices, step_gpus, pool)
     rows = [{"rank": t.rank, "node": t.node, "local_id": t.local_id, "role": t.role, "index": t.index,
              "address": t.address, "aux_port": t.aux_port, "gpus": gpus[t.rank],
              "chief": chief is not None and t.rank == chief.rank, "me": t.rank == plan.my_rank} for t in plan.tasks]
@@ -251,30 +271,28 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if chief is not None and chief.role != "chief":
         chief_note = (f"chief: worker {chief.index} (rank {chief.rank}) initialises variables and writes "
                       "checkpoints (no explicit chief)")
+    notes = list(plan.notes) + ([chief_note] if chief_note else [])
     if args.json:
         print(json.dumps({"tasks": rows, "chief": None if chief is None else chief.rank,
-                          "notes": {**dict(plan.details), "text": list(plan.notes) + ([chief_note] if chief_note else [])}},
-                         indent=None))
+                          "notes": {**dict(plan.details), "text": notes}}, indent=None))
         return 0
-    from tf_for_slurm.cli.table import render_table
-
     for row in rows:
         row["role"] += " (chief)" if row["chief"] and row["role"] != "chief" else ""
     print(render_table(rows, ["rank", "node", "local_id", "role", "index", "address", "gpus"], mark="me"))
-    for note in list(plan.notes) + ([chief_note] if chief_note else []):
+    for note in notes:
         print(f"# {note}")
     return 0
 
 
 def cmd_tf_config(args: argparse.Namespace) -> int:
+    """`tf-slurm tf-config`: this task's TF_CONFIG."""
     plan = _plan(args)
     print(plan.tf_config_json(_rank(args, plan)))
     return 0
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from tf_for_slurm.host.task_env import task_env
-
+    """`tf-slurm env`: this task's variables as shell exports."""
     plan = _plan(args)
     env = task_env(plan, _rank(args, plan))
     if env.spill:
@@ -285,16 +303,14 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from tf_for_slurm.supervise import task_exec
+    """`tf-slurm exec -- CMD`: run the command with its TF_CONFIG, under the supervisor."""
+    from tf_for_slurm.supervise import task_exec  # noqa: PLC0415 (start-up time: the supervisor, ~5-25 ms)
 
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
     if args.supervisor_log_level is not None:
-        level = str(args.supervisor_log_level).strip().upper()
-        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-            raise UsageError(bad_value("--supervisor-log-level", args.supervisor_log_level,
-                                       "DEBUG, INFO, WARNING, ERROR or CRITICAL"))
+        level = _level(args.supervisor_log_level, "--supervisor-log-level")
         logging.getLogger("tf_for_slurm.supervisor").setLevel(level)
     return task_exec.run(command, tasks=args.tasks.split(",") if args.tasks else None, ps=args.ps,
                          placement=args.placement, chief=args.chief, address=args.address,
@@ -303,17 +319,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 
 def cmd_node_address(args: argparse.Namespace) -> int:
-    import fcntl
-    import socket
-
-    from tf_for_slurm.host.network import interface_address
-
-    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-    line = f"{node} {interface_address(args.iface)}\n"
+    """`tf-slurm node-address`: 'NODE ADDRESS' of an interface, printed or appended to a shared file."""
+    line = f"{this_node()} {interface_address(args.iface)}\n"
     if args.append:
-        with open(args.append, "a", encoding="utf-8") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            fh.write(line)
+        append_line(args.append, line)
     else:
         sys.stdout.write(line)
     return 0
@@ -324,21 +333,20 @@ COMMANDS = {"explain": cmd_explain, "tf-config": cmd_tf_config, "env": cmd_env, 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`tf-slurm ARGS`: run one command; its errors are one line on stderr and exit code 2."""
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    level = str(args.log_level).upper()
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-        sys.stderr.write(f"tf-slurm: error: --log-level={args.log_level!r}: expected DEBUG, INFO, WARNING, "
-                         "ERROR or CRITICAL\n")
-        return 2
+    try:
+        level = _level(args.log_level, "--log-level")
+    except UsageError as exc:
+        return _report(parser.prog, exc)
     logging.basicConfig(level=level, format="tf-slurm: %(levelname)s: %(message)s")
     try:
         if hasattr(args, "_run"):
             return int(args._run(args) or 0)
         return COMMANDS[args.command_name](args)
     except TfSlurmError as exc:
-        sys.stderr.write(f"tf-slurm {args.command_name}: error: {exc}\n")
-        return exc.exit_code
+        return _report(f"{parser.prog} {args.command_name}", exc)
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:

@@ -103,9 +103,9 @@ LOCAL_PORT = _setting("TF_SLURM_LOCAL_PORT", "int", "16817", "scripts/local_slur
 LOCAL_RESV_PORTS = _setting("TF_SLURM_LOCAL_RESV_PORTS", "text", None, "scripts/local_slurm.sh: MpiParams ports")
 
 # Variables of a Slurm step or an earlier run that `tf-slurm local` must not pass on to its tasks.
-STALE_FOR_LOCAL: Tuple[str, ...] = (TASKS, PS, ADDRESS, PORT_SCOPE, PLACEMENT, CHIEF, BASE_PORT, JOB_TYPE,
-                                    TASK_INDEX, RANK, NUM_PS, NUM_WORKERS, SELF_ADDRESS, TF_CONFIG_FILE,
-                                    SUPERVISED, LAUNCH_REPORT, SESSION_FILTERS)
+STALE_FOR_LOCAL: Tuple[str, ...] = (TASKS, PS, ADDRESS, PORT_SCOPE, JOB_TYPE, TASK_INDEX, RANK, NUM_PS,
+                                    NUM_WORKERS, SELF_ADDRESS, TF_CONFIG_FILE, SUPERVISED, LAUNCH_REPORT,
+                                    SESSION_FILTERS)
 
 
 def text(env: Mapping[str, str], name: str) -> Optional[str]:
@@ -208,3 +208,24 @@ def set_in_environment(name: str, value: str) -> None:
     """Set `name` in this process's environment: how the runtime writes TF_CONFIG and
     CUDA_VISIBLE_DEVICES for TensorFlow, which reads them from there (only this layer touches os.environ)."""
     os.environ[name] = value
+
+
+def count_from(env: Mapping[str, str], name: str, default: int) -> int:
+    """A non-negative integer variable of `env` (absent or empty: `default`), or one UsageError line.
+
+    Why not `integer`: batch-step's counts (its settings, Slurm's restart count) accept plain digits
+    only and say "a whole number", as they did when this lived in plan.requeue.
+    """
+    raw = env.get(name, "")
+    if raw.strip() == "":
+        return default
+    if not raw.strip().isdigit():
+        raise UsageError(bad_value(name, raw, "a whole number >= 0"))
+    return int(raw.strip())
+
+
+def default_text(name: str) -> str:
+    """The registry's default of a 'text' setting (the CLI's option defaults)."""
+    default = REGISTRY[name].default
+    assert default is not None, name
+    return default

@@ -11,25 +11,27 @@ the same code, so it is tested once.
 - `batch-status` turns srun's exit status into the job's: srun returns the highest status of its
   tasks (143 for a task that srun itself ended with SIGTERM after another failed); the job should
   report the status of the task that failed first, which srun's stderr names first.
+
+Pure: text in, integers out.  `tf_for_slurm.host.allocation.batch_settings(env, ...)` reads the job's
+variables and `tf_for_slurm.cli.batch` is the two commands.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-from typing import List, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.plan.step import MAX_TASKS, parse_tasks_per_node
 
-__all__ = ["SETTINGS", "add_arguments", "add_status_arguments", "batch_settings", "first_failure", "main",
-           "main_status", "strict_int"]
+__all__ = ["SETTINGS", "first_failure", "job_counts", "mem_per_cpu_for_task", "strict_int", "template_settings"]
 
 SETTINGS = ("NTASKS", "CPUS_PER_TASK", "NUM_WORKERS", "MEM_PER_CPU", "RESV_PORTS")
 _DIGITS = re.compile(r"[0-9]{1,18}")  # ASCII digits only: int() would also take '+5', '5_0', '٥'
 # srun 22.05: "srun: error: node2: task 2: Exited with exit code 3", "... tasks 1-2: Killed",
 # "... task 0: Terminated"
-_SRUN_TASK_END = re.compile(r"^srun: error: \S+: tasks? [0-9,\-]+: (?:Exited with exit code ([0-9]+)|(Killed|Terminated|"
-                            r"Segmentation fault|Aborted))")
+_SRUN_TASK_END = re.compile(r"^srun: error: \S+: tasks? [0-9,\-]+: "
+                            r"(?:Exited with exit code ([0-9]+)|(Killed|Terminated|Segmentation fault|Aborted))")
 _SIGNALS = {"Killed": 9, "Terminated": 15, "Segmentation fault": 11, "Aborted": 6}
 
 
@@ -45,35 +47,40 @@ def strict_int(value: object, name: str, minimum: int = 0, maximum: Optional[int
     return number
 
 
-def batch_settings(env: Mapping[str, str], *, num_ps: str, min_ps: int = 0, mem_per_task_mb: str = "",
-                   partition_info: Optional[str] = None, node_info: Optional[str] = None,
-                   partition: Optional[str] = None) -> dict:
-    """The template's numbers from the job's environment and its settings (all given as text).
+def job_counts(*, ntasks: Optional[str], cpus_per_task: Optional[str], tasks_per_node: Optional[str],
+               num_ps: str, min_ps: int = 0, names: Optional[Mapping[str, str]] = None) -> Tuple[int, int, int, int]:
+    """(tasks, CPUs per task, workers, tasks on the busiest node) from the job's values as text.
 
-    RESV_PORTS: 2 per task on the busiest node (a TensorFlow port and an auxiliary port).
+    Unset or empty `cpus_per_task` is 1 and `tasks_per_node` is every task on one node.  `names`
+    says where the values came from ({'ntasks': ..., 'cpus_per_task': ..., 'tasks_per_node': ...}),
+    for the messages; NUM_PS is the templates' own setting.
     """
-    from tf_for_slurm.plan.memory import memory_per_task
-    from tf_for_slurm.plan.step import MAX_TASKS, parse_tasks_per_node
-
-    if not env.get("SLURM_NTASKS"):
-        raise UsageError("SLURM_NTASKS is not set: expected sbatch --ntasks (or -n)")
-    ntasks = strict_int(env["SLURM_NTASKS"], "SLURM_NTASKS", 1, MAX_TASKS)
-    cpus = strict_int(env.get("SLURM_CPUS_PER_TASK") or "1", "SLURM_CPUS_PER_TASK", 1, 1 << 20)
+    names = names or {}
+    nt_name = names.get("ntasks", "ntasks")
+    if not ntasks:
+        raise UsageError(f"{nt_name} is not set: expected sbatch --ntasks (or -n)")
+    count = strict_int(ntasks, nt_name, 1, MAX_TASKS)
+    cpus = strict_int(cpus_per_task or "1", names.get("cpus_per_task", "cpus_per_task"), 1, 1 << 20)
     n_ps = strict_int(num_ps, "NUM_PS", min_ps, MAX_TASKS)
-    if ntasks - n_ps < 1:
-        raise UsageError(f"NUM_PS={n_ps} leaves no worker in {ntasks} tasks (SLURM_NTASKS): expected at most "
-                         f"{ntasks - 1}")
-    tpn = env.get("SLURM_TASKS_PER_NODE") or str(ntasks)
-    busiest = max(parse_tasks_per_node(tpn, "SLURM_TASKS_PER_NODE"))
-    if mem_per_task_mb:
-        per_task = strict_int(mem_per_task_mb, "MEM_PER_TASK_MB", 1, 1 << 40)
-        mem_per_cpu = -(-per_task // cpus)  # rounded up: srun gets at least what was asked per task
-    else:
-        mem_per_cpu = memory_per_task({**env, "SLURM_CPUS_PER_TASK": str(cpus)}, cpus_per_task=cpus,
-                                      partition_info=partition_info, node_info=node_info,
-                                      partition=partition).per_cpu
-    values = (ntasks, cpus, ntasks - n_ps, mem_per_cpu, 2 * busiest)
-    return dict(zip(SETTINGS, values))
+    if count - n_ps < 1:
+        raise UsageError(f"NUM_PS={n_ps} leaves no worker in {count} tasks ({nt_name}): expected at most "
+                         f"{count - 1}")
+    busiest = max(parse_tasks_per_node(tasks_per_node or str(count), names.get("tasks_per_node", "tasks_per_node")))
+    return count, cpus, count - n_ps, busiest
+
+
+def mem_per_cpu_for_task(mem_per_task_mb: str, cpus_per_task: int) -> int:
+    """MB per CPU for `srun --mem-per-cpu` from the template's MEM_PER_TASK_MB, rounded up (srun gets
+    at least what was asked per task)."""
+    per_task = strict_int(mem_per_task_mb, "MEM_PER_TASK_MB", 1, 1 << 40)
+    return -(-per_task // cpus_per_task)
+
+
+def template_settings(ntasks: int, cpus_per_task: int, workers: int, mem_per_cpu: int,
+                      busiest: int) -> Dict[str, int]:
+    """The SETTINGS by name.  RESV_PORTS: 2 per task on the busiest node (a TensorFlow port and an
+    auxiliary port)."""
+    return dict(zip(SETTINGS, (ntasks, cpus_per_task, workers, mem_per_cpu, 2 * busiest)))
 
 
 def first_failure(srun_stderr: str, srun_status: int) -> int:
@@ -88,49 +95,3 @@ def first_failure(srun_stderr: str, srun_status: int) -> int:
         if code != 0:
             return min(code, 255)
     return srun_status
-
-
-# -- the two subcommands ------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `tf-slurm batch-settings` (the values come from the template's settings)."""
-    parser.add_argument("--num-ps", required=True, help="parameter servers (the template's NUM_PS)")
-    parser.add_argument("--min-ps", type=int, default=0, help="smallest NUM_PS allowed (default 0)")
-    parser.add_argument("--mem-per-task-mb", default="",
-                        help="MB per task (MEM_PER_TASK_MB); empty: from the allocation, partition or nodes")
-    parser.add_argument("--partition", help="partition to read from --partition-info (default SLURM_JOB_PARTITION)")
-    parser.add_argument("--partition-info", metavar="FILE|-", help="`scontrol show partition` output")
-    parser.add_argument("--node-info", metavar="FILE|-", help="`scontrol show node` output")
-
-
-def main(args: argparse.Namespace, env: Optional[Mapping[str, str]] = None) -> int:
-    """Print `NTASKS CPUS_PER_TASK NUM_WORKERS MEM_PER_CPU RESV_PORTS` (integers, one line)."""
-    import os
-
-    from tf_for_slurm.plan.memory import _read_source
-
-    stdin_used: List[str] = []
-    values = batch_settings(
-        os.environ if env is None else env, num_ps=args.num_ps, min_ps=args.min_ps,
-        mem_per_task_mb=args.mem_per_task_mb,
-        partition_info=_read_source(args.partition_info, "--partition-info", stdin_used),
-        node_info=_read_source(args.node_info, "--node-info", stdin_used), partition=args.partition)
-    print(" ".join(str(values[k]) for k in SETTINGS))
-    return 0
-
-
-def add_status_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `tf-slurm batch-status`."""
-    parser.add_argument("--srun-status", required=True, help="srun's exit status ($?)")
-    parser.add_argument("--srun-log", metavar="FILE", required=True, help="srun's stderr, as written")
-
-
-def main_status(args: argparse.Namespace) -> int:
-    """Print the job's exit status (an integer 0-255)."""
-    status = strict_int(args.srun_status, "--srun-status", 0, 255)
-    try:
-        with open(args.srun_log, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise UsageError(bad_value("--srun-log", args.srun_log, f"a readable file ({exc.strerror})")) from None
-    print(first_failure(text, status))
-    return 0

@@ -10,29 +10,27 @@ Sources, in order:
 2. the partition's ``DefMemPerCPU`` / ``DefMemPerNode`` from ``scontrol show partition`` text;
 3. the nodes' ``RealMemory`` (minus ``MemSpecLimit``) ÷ CPUs from ``scontrol show node`` text.
 
-Everything here is pure: text and mappings in, integers out. `scontrol` output is parsed as
+Everything here is pure: text and numbers in, integers out (`tf_for_slurm.host.allocation` reads
+the variables and the files, `tf_for_slurm.cli.mem` is the command). `scontrol` output is parsed as
 ``Key=Value`` tokens (never evaluated). Numbers may carry a ``+`` ("at least", as `sinfo` prints for
 mixed partitions) and memory may carry a K/M/G/T suffix; results are whole MB, rounded down.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import re
-import sys
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional
 
 from tf_for_slurm.errors import SlurmEnvError, UsageError, bad_value
-from tf_for_slurm.plan.step import MAX_MEMORY_MB
+from tf_for_slurm.plan.step import MAX_MEMORY_MB, parse_tasks_per_node
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "MemoryAnswer", "add_arguments", "main", "memory_per_task", "parse_memory_mb", "parse_count",
-    "parse_scontrol_records",
+    "MemoryAnswer", "busiest_node", "memory_from", "parse_count", "parse_memory_mb", "parse_scontrol_records",
+    "positive_int",
 ]
 
 _UNITS = {"": 1, "M": 1, "K": 1.0 / 1024, "G": 1024, "T": 1024 * 1024}
@@ -103,17 +101,9 @@ def parse_scontrol_records(text: str, name: str = "scontrol output") -> List[Dic
     return records
 
 
-def _tasks_per_node(spec: str, name: str) -> List[int]:
-    from tf_for_slurm.plan.step import parse_tasks_per_node
-
-    try:
-        return list(parse_tasks_per_node(spec, name))
-    except SlurmEnvError as exc:
-        raise UsageError(str(exc)) from None
-
-
 # -- the choice of partition / node ----------------------------------------------------------
-def _pick_partition(records: List[Dict[str, str]], partition: Optional[str], name: str) -> Dict[str, str]:
+def _pick_partition(records: List[Dict[str, str]], partition: Optional[str], name: str,
+                    partition_from: str) -> Dict[str, str]:
     parts = [r for r in records if "PartitionName" in r]
     if not parts:
         raise UsageError(bad_value(name, _head(records), "`scontrol show partition` text with PartitionName="))
@@ -128,7 +118,7 @@ def _pick_partition(records: List[Dict[str, str]], partition: Optional[str], nam
     defaults = [r for r in parts if r.get("Default", "").upper() == "YES"]
     if len(defaults) == 1:
         return defaults[0]
-    raise UsageError(bad_value("partition", None, "a partition name (SLURM_JOB_PARTITION or --partition): "
+    raise UsageError(bad_value("partition", None, f"a partition name ({partition_from}): "
                                f"{name} holds {len(parts)} partitions and no single default"))
 
 
@@ -169,36 +159,47 @@ def _node_mem_per_cpu(records: List[Dict[str, str]], node: Optional[str], name: 
 
 
 # -- the arithmetic --------------------------------------------------------------------------
-def memory_per_task(
-    env: Optional[Mapping[str, str]] = None,
+def positive_int(value: object, name: str) -> int:
+    """An argument that must be an integer >= 1 (bool refused), else one UsageError naming it."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UsageError(bad_value(name, value, "an integer >= 1"))
+    return value
+
+
+def busiest_node(spec: str, name: str) -> int:
+    """The most tasks on one node of a Slurm task count like '4,1(x2)' (one --mem-per-cpu fits all)."""
+    try:
+        return max(parse_tasks_per_node(spec, name))
+    except SlurmEnvError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def memory_from(
     *,
-    cpus_per_task: Optional[int] = None,
-    tasks_on_node: Optional[int] = None,
+    cpus_per_task: int,
+    tasks_on_node: int,
+    mem_per_cpu: Optional[str] = None,
+    mem_per_node: Optional[str] = None,
     partition_info: Optional[str] = None,
     node_info: Optional[str] = None,
     partition: Optional[str] = None,
+    node_name: Optional[str] = None,
+    names: Optional[Mapping[str, str]] = None,
 ) -> MemoryAnswer:
     """Memory per CPU and per task (MB) from the allocation, else the partition, else the nodes.
 
-    `env` defaults to os.environ. `tasks_on_node` defaults to SLURM_NTASKS_PER_NODE, else the
-    busiest node of SLURM_STEP_TASKS_PER_NODE/SLURM_TASKS_PER_NODE (one --mem-per-cpu must fit
-    every node), else 1. `cpus_per_task` defaults to SLURM_CPUS_PER_TASK, else 1.
+    Plain values in: the allocation's memory as Slurm wrote it (`mem_per_cpu`, `mem_per_node`), the
+    partition to use, this node's name.  `names` says where they came from, for the messages
+    ({'mem_per_cpu': ..., 'mem_per_node': ..., 'partition': ...}; the host passes its variables).
     """
-    env = os.environ if env is None else env
+    names = names or {}
+    per_cpu_name = names.get("mem_per_cpu", "mem_per_cpu")
+    per_node_name = names.get("mem_per_node", "mem_per_node")
+    cpus_per_task = positive_int(cpus_per_task, "cpus_per_task")
+    tasks_on_node = positive_int(tasks_on_node, "tasks_on_node")
     # empty text (e.g. `scontrol show partition` failed in a template) counts as "not given"
     partition_info = partition_info if partition_info and partition_info.strip() else None
     node_info = node_info if node_info and node_info.strip() else None
-
-    if cpus_per_task is None:
-        raw = env.get("SLURM_CPUS_PER_TASK")
-        cpus_per_task = parse_count(raw, "SLURM_CPUS_PER_TASK") if raw else 1
-    elif not isinstance(cpus_per_task, int) or isinstance(cpus_per_task, bool) or cpus_per_task < 1:
-        raise UsageError(bad_value("cpus_per_task", cpus_per_task, "an integer >= 1"))
-
-    if tasks_on_node is None:
-        tasks_on_node = _tasks_on_node_from_env(env)
-    elif not isinstance(tasks_on_node, int) or isinstance(tasks_on_node, bool) or tasks_on_node < 1:
-        raise UsageError(bad_value("tasks_on_node", tasks_on_node, "an integer >= 1"))
 
     def answer(per_cpu: int, source: str) -> MemoryAnswer:
         if per_cpu < 1:
@@ -213,25 +214,23 @@ def memory_per_task(
         return answer(per_task // cpus_per_task, f"{source} ÷ {tasks_on_node} tasks")
 
     # 1. the allocation
-    raw = env.get("SLURM_MEM_PER_CPU")
-    if raw:
-        mb = parse_memory_mb(raw, "SLURM_MEM_PER_CPU")
+    if mem_per_cpu:
+        mb = parse_memory_mb(mem_per_cpu, per_cpu_name)
         if mb is None or mb < 1:
-            raise UsageError(bad_value("SLURM_MEM_PER_CPU", raw, "memory in MB >= 1"))
-        return answer(mb, "SLURM_MEM_PER_CPU")
-    raw = env.get("SLURM_MEM_PER_NODE")
-    if raw:
-        mb = parse_memory_mb(raw, "SLURM_MEM_PER_NODE")
+            raise UsageError(bad_value(per_cpu_name, mem_per_cpu, "memory in MB >= 1"))
+        return answer(mb, per_cpu_name)
+    if mem_per_node:
+        mb = parse_memory_mb(mem_per_node, per_node_name)
         if mb is None:
-            raise UsageError(bad_value("SLURM_MEM_PER_NODE", raw, "memory in MB"))
+            raise UsageError(bad_value(per_node_name, mem_per_node, "memory in MB"))
         if mb > 0:
-            return from_node_total(mb, "SLURM_MEM_PER_NODE")
-        log.info("SLURM_MEM_PER_NODE=0 (the whole node): using the partition/node information")
+            return from_node_total(mb, per_node_name)
+        log.info("%s=0 (the whole node): using the partition/node information", per_node_name)
 
     # 2. the partition's defaults
     if partition_info is not None:
         records = parse_scontrol_records(partition_info, "partition info")
-        part = _pick_partition(records, partition or env.get("SLURM_JOB_PARTITION"), "partition info")
+        part = _pick_partition(records, partition, "partition info", names.get("partition", "partition"))
         pname = part["PartitionName"]
         if "DefMemPerCPU" in part:
             mb = parse_memory_mb(part["DefMemPerCPU"], f"partition {pname} DefMemPerCPU")
@@ -248,12 +247,12 @@ def memory_per_task(
         records = parse_scontrol_records(node_info, "node info")
         if not records:
             records = _sinfo_records(node_info, "node info")
-        per_cpu, node = _node_mem_per_cpu(records, env.get("SLURMD_NODENAME"), "node info")
+        per_cpu, node = _node_mem_per_cpu(records, node_name, "node info")
         return answer(per_cpu, f"node {node} RealMemory ÷ CPUs")
 
     raise UsageError(bad_value(
         "memory information", None,
-        "SLURM_MEM_PER_CPU or SLURM_MEM_PER_NODE in the environment, or a partition default "
+        f"{per_cpu_name} or {per_node_name} in the environment, or a partition default "
         "(--partition-info) or node sizes (--node-info) from scontrol"))
 
 
@@ -275,84 +274,3 @@ def _sinfo_records(text: str, name: str) -> List[Dict[str, str]]:
             log.warning("%s line %d %r: '+' means mixed node sizes; using the lower bounds", name, lineno, line)
         records.append({"NodeName": node, "CPUs": words[-2], "RealMemory": words[-1]})
     return records
-
-
-def _tasks_on_node_from_env(env: Mapping[str, str]) -> int:
-    raw = env.get("SLURM_NTASKS_PER_NODE")
-    if raw:
-        return parse_count(raw, "SLURM_NTASKS_PER_NODE")
-    for name in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
-        raw = env.get(name)
-        if raw:
-            return max(_tasks_per_node(raw, name))
-    return 1
-
-
-# -- `tf-slurm mem` --------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `tf-slurm mem`; SLURM_* from the environment fill what is not given."""
-    parser.add_argument("--cpus-per-task", type=int, help="CPUs per task (default SLURM_CPUS_PER_TASK, else 1)")
-    parser.add_argument("--tasks-on-node", type=int,
-                        help="tasks sharing one node's memory (default: the busiest node of SLURM_TASKS_PER_NODE)")
-    parser.add_argument("--partition", help="partition to read from --partition-info (default SLURM_JOB_PARTITION)")
-    parser.add_argument("--partition-info", metavar="FILE|-",
-                        help="`scontrol show partition` output (file, or - for stdin)")
-    parser.add_argument("--node-info", metavar="FILE|-", help="`scontrol show node` output (file, or - for stdin)")
-    parser.add_argument("--per", choices=["cpu", "task"], default="task",
-                        help="print MB per task (default) or per CPU (for srun --mem-per-cpu, as the templates do)")
-    parser.add_argument("--explain", action="store_true", help="also say where the number came from (stderr)")
-
-
-def _read_source(value: Optional[str], option: str, stdin_used: List[str]) -> Optional[str]:
-    if value is None:
-        return None
-    if value == "-":
-        if stdin_used:
-            raise UsageError(bad_value(option, value, f"a file: stdin is already read by {stdin_used[0]}"))
-        stdin_used.append(option)
-        return sys.stdin.read()
-    try:
-        with open(value, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise UsageError(bad_value(option, value, f"a readable file ({exc.strerror})")) from None
-
-
-def main(args: argparse.Namespace) -> int:
-    """Print the memory (MB, an integer) on stdout: per task by default, per CPU with --per cpu."""
-    stdin_used: List[str] = []
-    if args.cpus_per_task is not None and args.cpus_per_task < 1:
-        raise UsageError(bad_value("--cpus-per-task", args.cpus_per_task, "an integer >= 1"))
-    if args.tasks_on_node is not None and args.tasks_on_node < 1:
-        raise UsageError(bad_value("--tasks-on-node", args.tasks_on_node, "an integer >= 1"))
-    ans = memory_per_task(
-        cpus_per_task=args.cpus_per_task,
-        tasks_on_node=args.tasks_on_node,
-        partition_info=_read_source(args.partition_info, "--partition-info", stdin_used),
-        node_info=_read_source(args.node_info, "--node-info", stdin_used),
-        partition=args.partition,
-    )
-    if getattr(args, "explain", False):
-        sys.stderr.write(f"{ans.per_cpu} MB per CPU x {ans.cpus_per_task} CPUs = {ans.per_task} MB per task "
-                         f"(from {ans.source})\n")
-    print(ans.per_cpu if args.per == "cpu" else ans.per_task)
-    return 0
-
-
-def _standalone(argv: Optional[Sequence[str]] = None) -> int:
-    """`python -m tf_for_slurm.memory ...`: the same as `tf-slurm mem ...`."""
-    from tf_for_slurm.errors import TfSlurmError
-
-    parser = argparse.ArgumentParser(prog="tf-slurm mem", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="tf-slurm mem: %(levelname)s: %(message)s")
-    try:
-        return main(args)
-    except TfSlurmError as exc:
-        sys.stderr.write(f"tf-slurm mem: error: {exc}\n")
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(_standalone())

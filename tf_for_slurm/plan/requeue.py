@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping, Optional
-
-from tf_for_slurm.errors import UsageError, bad_value
+from typing import Optional
 
 DEFAULT_MAX_REQUEUES = 10
 #: exit status when the requeue limit is reached before the target (EX_TEMPFAIL: run it again)
@@ -53,11 +51,12 @@ def signal_name(value: Optional[str]) -> str:
 
 def decide(signal: Optional[str], step_status: int, restart_count: int, max_requeues: int,
            checkpoint_step: Optional[int] = None, target: Optional[int] = None,
-           start_step: Optional[int] = None) -> Decision:
+           start_step: Optional[int] = None, limit_name: str = "max_requeues") -> Decision:
     """The next action of a batch job whose training step just ended (see the module rules).
 
     `start_step`: the checkpoint's step when this run began; a run that saved nothing beyond it is
     not requeued (the next run would stop in the same place: start-up longer than the time left).
+    `limit_name`: where `max_requeues` came from, for the reason (the host passes its setting's name).
     """
     sig = signal_name(signal)
     where = f"global step {checkpoint_step}" if checkpoint_step is not None else "no checkpoint yet"
@@ -77,7 +76,7 @@ def decide(signal: Optional[str], step_status: int, restart_count: int, max_requ
                         f"(start-up took the time left; raise --time or lower WARN_MARGIN)")
     if restart_count >= max_requeues:
         return Decision(False, EXIT_REQUEUE_LIMIT,
-                        f"SIG{sig} after {restart_count} requeues, the limit (TF_SLURM_MAX_REQUEUES="
+                        f"SIG{sig} after {restart_count} requeues, the limit ({limit_name}="
                         f"{max_requeues}): not requeued again; the checkpoint ({where}) stays for a resubmission")
     return Decision(True, 0, f"SIG{sig}: requeue {restart_count + 1} of at most {max_requeues}, to resume from "
                              f"{where}" + (f" towards {target}" if target is not None else ""))
@@ -109,13 +108,3 @@ def step_in_name(path: str) -> Optional[int]:
     """The step a checkpoint's name carries: 'dir/model.ckpt-800' -> 800; None without one."""
     s = _STEP_SUFFIX.search(path)
     return int(s.group(1)) if s else None
-
-
-def count_from(env: Mapping[str, str], name: str, default: int) -> int:
-    """A non-negative integer variable of `env` (absent or empty: `default`), or one UsageError line."""
-    raw = env.get(name, "")
-    if raw.strip() == "":
-        return default
-    if not raw.strip().isdigit():
-        raise UsageError(bad_value(name, raw, "a whole number >= 0"))
-    return int(raw.strip())

@@ -18,22 +18,20 @@ The printed lines say when each thing happened, so the delays can be read from t
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import List, Mapping, Optional
+from typing import Any, Callable, List, Optional
 
-from tf_for_slurm.host import threads
-from tf_for_slurm.plan.batch_settings import first_failure, strict_int
-from tf_for_slurm.supervise.child_process import exit_status
 from tf_for_slurm.errors import UsageError, bad_value
-from tf_for_slurm.plan.requeue import DEFAULT_MAX_REQUEUES, checkpoint_step, count_from, decide, stop_delay
+from tf_for_slurm.host import settings, threads
+from tf_for_slurm.plan.batch_settings import first_failure
+from tf_for_slurm.plan.requeue import checkpoint_step, decide, stop_delay
+from tf_for_slurm.supervise.child_process import exit_status
 
-DEFAULT_WARN_MARGIN = 60
 WARN_POLL = 0.2  # seconds between looks at --warn-file
 
 
@@ -43,7 +41,7 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
-def job_end_time(job_id: str, run=subprocess.run) -> Optional[float]:
+def job_end_time(job_id: str, run: Callable[..., Any] = subprocess.run) -> Optional[float]:
     """The job's EndTime (epoch seconds) from squeue, or None when Slurm does not say."""
     try:
         res = run(["squeue", "-h", "-j", job_id, "-O", "EndTime"], capture_output=True, text=True, timeout=30)
@@ -162,60 +160,40 @@ class _Step:
         return exit_status(rc)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint-dir", metavar="DIR", help="the training's checkpoint directory (its "
-                        "'checkpoint' file names the last step saved)")
-    parser.add_argument("--target", help="the global-step target: a checkpoint at it means done")
-    parser.add_argument("--max-requeues", help="requeues allowed (default: TF_SLURM_MAX_REQUEUES, else 10)")
-    parser.add_argument("--warn-margin", default=None, help="seconds before the time limit at which the tasks are "
-                        f"told to stop (default: TF_SLURM_WARN_MARGIN, else {DEFAULT_WARN_MARGIN})")
-    parser.add_argument("--warn-file", metavar="FILE", help="where the batch shell's trap writes 'USR1 <epoch "
-                        "seconds>' (read every 0.2 s): the shell gets --signal=B: warnings, this process may not")
-    parser.add_argument("--no-requeue", action="store_true", help="never requeue (the decision is still logged)")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- srun ARGS...")
+def _result(line: str) -> None:
+    """One line on stdout: the step's statuses, as the templates have always printed them."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
-def main(args: argparse.Namespace, env: Optional[Mapping[str, str]] = None) -> int:
-    """Run the step; exit with its first failure's status, or requeue the job."""
-    env = os.environ if env is None else env
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise UsageError("no step command: expected 'tf-slurm batch-step [OPTIONS] -- srun ARGS...'")
-    job = env.get("SLURM_JOB_ID", "")
-    if not job:
-        raise UsageError("SLURM_JOB_ID is not set: expected to run in a batch job (sbatch)")
-    limit = (strict_int(args.max_requeues, "--max-requeues") if args.max_requeues is not None
-             else count_from(env, "TF_SLURM_MAX_REQUEUES", DEFAULT_MAX_REQUEUES))
-    margin = (strict_int(args.warn_margin, "--warn-margin") if args.warn_margin is not None
-              else count_from(env, "TF_SLURM_WARN_MARGIN", DEFAULT_WARN_MARGIN))
-    target = strict_int(args.target, "--target", 1) if args.target else None
-    if args.checkpoint_dir and not os.path.isdir(args.checkpoint_dir):
-        raise UsageError(bad_value("--checkpoint-dir", args.checkpoint_dir, "an existing directory"))
-    restarts = count_from(env, "SLURM_RESTART_COUNT", 0)
-    start_step = read_checkpoint_step(args.checkpoint_dir)
+def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, warn_margin: float,
+             target: Optional[int] = None, checkpoint_dir: Optional[str] = None, warn_file: Optional[str] = None,
+             requeue: bool = True) -> int:
+    """Run the step (`command`, srun ...) of batch job `job`; return its first failure's status, or
+    0 once the job is requeued (`requeue`: False only logs the decision).  The arguments are checked
+    (tf_for_slurm.cli.batch_step); `restarts` is how often the job was requeued before."""
+    start_step = read_checkpoint_step(checkpoint_dir)
     if restarts:
         _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at {start_step})")
-    step = _Step(job, margin)
+    step = _Step(job, warn_margin)
     for signo in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):  # before srun starts: none is lost
         signal.signal(signo, step.handle)
     try:
         step.start(command)
     except OSError as exc:
         raise UsageError(bad_value("command", command[0], f"a program that runs ({exc.strerror})")) from None
-    rc = step.wait(args.warn_file)
+    rc = step.wait(warn_file)
     status = first_failure("".join(step.errors), rc)
-    print(f"job {job}: srun exit status {rc}", flush=True)  # stdout, as the templates always said it
+    _result(f"job {job}: srun exit status {rc}")
     if rc != 0:
-        print(f"job {job}: exit status {status} (the first failing task's)", flush=True)
-    ckpt = read_checkpoint_step(args.checkpoint_dir)
+        _result(f"job {job}: exit status {status} (the first failing task's)")
+    ckpt = read_checkpoint_step(checkpoint_dir)
     since = f", {time.time() - step.signal_time:.1f} s after the signal" if step.signal_time else ""
     _say(f"step ended with status {status}{since}; checkpoint at "
          f"{'global step %d' % ckpt if ckpt is not None else 'none'}")
-    decision = decide(step.signal, status, restarts, limit, checkpoint_step=ckpt, target=target,
-                      start_step=start_step)
-    if decision.requeue and not args.no_requeue:
+    decision = decide(step.signal, status, restarts, max_requeues, checkpoint_step=ckpt, target=target,
+                      start_step=start_step, limit_name=settings.MAX_REQUEUES)
+    if decision.requeue and requeue:
         res = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
         if res.returncode != 0:
             why = (res.stderr or res.stdout).strip().splitlines()
@@ -226,7 +204,7 @@ def main(args: argparse.Namespace, env: Optional[Mapping[str, str]] = None) -> i
         _say(f"requeued job {job}{since}{told}: {decision.reason}")
         return 0
     _say(f"not requeued: {decision.reason}" if step.signal or status else decision.reason)
-    return decision.exit_status if not (decision.requeue and args.no_requeue) else 0
+    return decision.exit_status if not (decision.requeue and not requeue) else 0
 
 
-__all__ = ["add_arguments", "job_end_time", "main", "read_checkpoint_step"]
+__all__ = ["job_end_time", "read_checkpoint_step", "run_step"]

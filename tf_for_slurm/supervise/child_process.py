@@ -1,12 +1,14 @@
 """A task's command as a child process of its supervisor: own process group, killed with us,
 its exit seen by a waiting thread, and the signals sent to us passed on to it.
 
-Why a module of its own: `tf-slurm exec` runs a command this way with peers (supervisor.py's hub
-and spokes) and without (task_exec's plain run); neither the TCP side nor TensorFlow is needed here.
+Why a module of its own: `tf-slurm exec` runs a command this way with peers (hub.py, spoke.py)
+and without (task_exec's plain run), and `tf-slurm local` starts its tasks with the same rules
+(`exit_status`, `parent_death_signal`); neither the TCP side nor TensorFlow is needed here.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -14,11 +16,17 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Mapping, Optional, Sequence
+from types import FrameType
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from tf_for_slurm.host import threads
 
-log = logging.getLogger("tf_for_slurm.supervisor")
+# exec's supervision logs under one name (here, the hub and the spokes): --supervisor-log-level sets it
+LOGGER = "tf_for_slurm.supervisor"
+log = logging.getLogger(LOGGER)
+
+# what signal.signal returns and takes back
+Handler = Union[Callable[[int, Optional[FrameType]], Any], int, signal.Handlers, None]
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -54,27 +62,38 @@ class Wake:
         os.close(self.w)
 
 
-def _pdeathsig():
+_PR_SET_PDEATHSIG = 1
+
+
+def parent_death_signal() -> Optional[Callable[[], None]]:
+    """A preexec function that has the kernel SIGKILL the child when its parent dies (Linux), else None.
+
+    Why: a supervisor or launcher that is itself SIGKILLed runs no clean-up; without this its
+    children would outlive it and hold the step's ports and GPUs.
+    """
     if not sys.platform.startswith("linux"):
         return None
     try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
+
+    def preexec() -> None:  # in the child, before exec
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    return preexec
 
 
 class Child:
     """The task's command: its own process group, SIGKILLed if we die, its exit seen by waiting."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], wake: Wake):
-        prctl = _pdeathsig()
+        die_with_us = parent_death_signal()
 
         def preexec() -> None:  # in the child, before exec
             os.setpgid(0, 0)
-            if prctl is not None:
-                prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            if die_with_us is not None:
+                die_with_us()
 
         self.proc = subprocess.Popen(list(argv), env=dict(env), preexec_fn=preexec)
         self.status: Optional[int] = None
@@ -134,7 +153,7 @@ class ForwardSignals:
         self.child: Optional[Child] = None
         self.received: List[int] = []
         self._wake = wake
-        self._previous: Dict[int, object] = {}
+        self._previous: Dict[int, Handler] = {}
 
     def __enter__(self) -> "ForwardSignals":
         if threading.current_thread() is threading.main_thread():

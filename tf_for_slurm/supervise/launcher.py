@@ -1,23 +1,23 @@
 """`tf-slurm local`: run N tasks on this machine with the environment a Slurm step would give them.
 
 Why: a laptop or a CI runner has no Slurm, but the library (and `tf-slurm exec`) plan from Slurm's
-variables.  The launcher emulates a step `node[1-K]` in Slurm's block layout, so the very code that
-runs under `srun` runs here unchanged.  All emulated nodes are this one host, so it asks the
-planner for ports unique across the step (`TF_SLURM_PORT_SCOPE=step`) and loopback addresses.
+variables.  The launcher emulates a step `node[1-K]` in Slurm's block layout (emulated_step.py),
+so the very code that runs under `srun` runs here unchanged.  All emulated nodes are this one
+host, so it asks the planner for ports unique across the step (`TF_SLURM_PORT_SCOPE=step`) and
+loopback addresses.
 
 It behaves like `srun -l --kill-on-bad-exit=1`: every output line is prefixed with the task's
 rank, the first failing task ends the others (SIGTERM, then SIGKILL after a grace), Ctrl-C is
 forwarded to every task, SIGUSR1/SIGUSR2 are passed to every task without ending the step, and
 the exit status is the first failing task's (128+signo when a task
 died of a signal).  Each task runs in its own process group, so its children die with it.
+The options are tf_for_slurm.cli.local's.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -25,201 +25,32 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
-from typing import BinaryIO, Mapping, Optional, Sequence
+from typing import IO, BinaryIO, List, Mapping, Optional, Sequence, Set
 
-from tf_for_slurm.host import threads
-from tf_for_slurm.errors import PlanError, SlurmEnvError, UsageError, bad_value
+from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.host import settings, threads
+from tf_for_slurm.supervise.child_process import exit_status, parent_death_signal
+from tf_for_slurm.supervise.emulated_step import Layout, check_roles, make_layout, new_job_id, output_path, task_env
 
 log = logging.getLogger(__name__)
 
-NODE_PREFIX = "node"
-DEFAULT_KILL_GRACE = 3.0  # seconds between SIGTERM and SIGKILL
+DEFAULT_KILL_GRACE = settings.default_seconds(settings.KILL_GRACE)  # seconds between SIGTERM and SIGKILL
 POLL_INTERVAL = 0.05  # seconds between checks of the children
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)  # passed to every task, the step goes on (as srun does)
 
-# Inherited variables that describe some other step or cluster: a fresh step must not see them.
-_DROP_PREFIXES = ("SLURM_", "SLURMD_")
-_DROP_NAMES = ("TF_CONFIG", "TF_SLURM_TASKS", "TF_SLURM_PS", "TF_SLURM_ADDRESS", "TF_SLURM_PORT_SCOPE",
-               # what `tf-slurm exec` exports for one task of some other step
-               "TF_SLURM_JOB_TYPE", "TF_SLURM_TASK_INDEX", "TF_SLURM_RANK", "TF_SLURM_NUM_PS",
-               "TF_SLURM_NUM_WORKERS", "TF_SLURM_SELF_ADDRESS", "TF_SLURM_TF_CONFIG_FILE",
-               "TF_SLURM_SUPERVISED", "TF_SLURM_LAUNCH_REPORT", "TF_SLURM_SESSION_FILTERS")
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where the emulated step puts its tasks: node names and task counts, Slurm's block order."""
-
-    nodes: tuple  # ('node1', 'node2', ...)
-    tasks_per_node: tuple  # one count per node
-
-    @property
-    def ntasks(self) -> int:
-        return sum(self.tasks_per_node)
-
-    @property
-    def nodelist(self) -> str:
-        """Slurm's compressed form: 'node1' or 'node[1-K]'."""
-        if len(self.nodes) == 1:
-            return self.nodes[0]
-        return f"{NODE_PREFIX}[1-{len(self.nodes)}]"
-
-    def placement(self, rank: int) -> tuple:
-        """rank -> (node index, local id): block distribution, node by node."""
-        first = 0
-        for node_index, count in enumerate(self.tasks_per_node):
-            if rank < first + count:
-                return node_index, rank - first
-            first += count
-        raise UsageError(bad_value("rank", rank, f"a task rank in 0-{self.ntasks - 1}"))
-
-
-def make_layout(ntasks: int, nodes: Optional[int] = None, tasks_per_node: Optional[str] = None) -> Layout:
-    """Validate -n/--nodes/--tasks-per-node and lay the tasks out like Slurm's block layout.
-
-    Without a spec each node gets ntasks // nodes tasks and the first ntasks % nodes one more.
-    """
-    from tf_for_slurm.plan.step import format_tasks_per_node, parse_tasks_per_node
-
-    if not isinstance(ntasks, int) or isinstance(ntasks, bool) or ntasks < 1:
-        raise UsageError(bad_value("-n/--ntasks", ntasks, "a number of tasks >= 1"))
-    if nodes is not None and (not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1):
-        raise UsageError(bad_value("--nodes", nodes, "a number of nodes >= 1"))
-    if tasks_per_node is not None:
-        try:
-            counts = parse_tasks_per_node(tasks_per_node, "--tasks-per-node")
-        except SlurmEnvError as exc:
-            raise UsageError(str(exc)) from None
-        if nodes is not None and len(counts) != nodes:
-            raise UsageError(bad_value("--tasks-per-node", tasks_per_node,
-                                       f"one count per node ({nodes} nodes from --nodes), got {len(counts)}"))
-        if sum(counts) != ntasks:
-            raise UsageError(bad_value("--tasks-per-node", tasks_per_node,
-                                       f"counts summing to -n {ntasks}, got {sum(counts)} "
-                                       f"({format_tasks_per_node(counts)})"))
-    else:
-        k = 1 if nodes is None else nodes
-        if k > ntasks:
-            raise UsageError(bad_value("--nodes", k, f"at most -n {ntasks} (every node runs a task)"))
-        base, extra = divmod(ntasks, k)
-        counts = tuple(base + (1 if i < extra else 0) for i in range(k))
-    names = tuple(f"{NODE_PREFIX}{i + 1}" for i in range(len(counts)))
-    return Layout(nodes=names, tasks_per_node=tuple(counts))
-
-
-def check_roles(ntasks: int, ps: Optional[int] = None, tasks: Optional[str] = None) -> None:
-    """Reject --ps/--tasks that no plan could use, before any process starts."""
-    from tf_for_slurm.plan import roles as roles_mod
-
-    if ps is not None and tasks is not None:
-        raise UsageError(f"--ps={ps!r} and --tasks={tasks!r}: expected only one of them")
-    try:
-        if tasks is not None:
-            roles_mod.roles_from_list(tasks, ntasks, "--tasks")
-        if ps is not None:
-            roles_mod.first_ps(ntasks, ps)
-    except PlanError as exc:
-        raise UsageError(str(exc).replace("ps=", "--ps=", 1) if tasks is None else str(exc)) from None
-
-
-def task_env(layout: Layout, rank: int, job_id: str, base: Mapping[str, str],
-             ps: Optional[int] = None, tasks: Optional[str] = None) -> dict:
-    """The environment of task `rank`: `base` without stale Slurm/TF variables, plus the step's."""
-    from tf_for_slurm.plan.step import format_tasks_per_node
-
-    node_index, local_id = layout.placement(rank)
-    env = {k: v for k, v in base.items()
-           if not k.startswith(_DROP_PREFIXES) and k not in _DROP_NAMES}
-    tpn = format_tasks_per_node(layout.tasks_per_node)
-    nnodes, ntasks = str(len(layout.nodes)), str(layout.ntasks)
-    env.update({
-        "SLURM_JOB_ID": job_id,
-        "SLURM_JOBID": job_id,
-        "SLURM_STEP_ID": "0",
-        "SLURM_STEPID": "0",
-        "SLURM_JOB_NODELIST": layout.nodelist,
-        "SLURM_STEP_NODELIST": layout.nodelist,
-        "SLURM_NODELIST": layout.nodelist,
-        "SLURM_JOB_NUM_NODES": nnodes,
-        "SLURM_STEP_NUM_NODES": nnodes,
-        "SLURM_NNODES": nnodes,
-        "SLURM_TASKS_PER_NODE": tpn,
-        "SLURM_STEP_TASKS_PER_NODE": tpn,
-        "SLURM_NTASKS": ntasks,
-        "SLURM_STEP_NUM_TASKS": ntasks,
-        "SLURM_NPROCS": ntasks,
-        "SLURM_PROCID": str(rank),
-        "SLURM_LOCALID": str(local_id),
-        "SLURM_NODEID": str(node_index),
-        "SLURMD_NODENAME": layout.nodes[node_index],
-        "SLURM_CPUS_ON_NODE": str(layout.tasks_per_node[node_index]),
-        "TF_SLURM_ADDRESS": "template:127.0.0.1",
-        "TF_SLURM_PORT_SCOPE": "step",
-    })
-    if tasks is not None:
-        env["TF_SLURM_TASKS"] = ",".join(r.strip() for r in tasks.split(","))
-    if ps is not None:
-        env["TF_SLURM_PS"] = str(ps)
-    return env
-
-
-def output_path(pattern: str, job_id: str, rank: int, node_index: int, node: str) -> str:
-    """srun's --output patterns: %j job id, %t task rank, %n node index, %N node name, %% a '%'."""
-    fields = {"j": job_id, "t": str(rank), "n": str(node_index), "N": node, "%": "%"}
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c != "%":
-            out.append(c)
-            i += 1
-            continue
-        key = pattern[i + 1:i + 2]
-        if key not in fields:
-            raise UsageError(bad_value("--output", pattern, "a file name pattern with %j, %t, %n, %N or %% only"))
-        out.append(fields[key])
-        i += 2
-    return "".join(out)
-
-
-def new_job_id() -> str:
-    """A fresh numeric job id, so concurrent launches get different port windows."""
-    return str(random.SystemRandom().randint(1_000_000, 9_999_999))
-
-
-def exit_status(returncode: int) -> int:
-    """Popen's returncode -> a shell's exit status (a signal s becomes 128+s)."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def _parent_death_signal() -> Optional[object]:
-    """A preexec function that kills the child if the launcher itself is SIGKILLed (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-
-    def preexec() -> None:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-    return preexec
+__all__ = ["DEFAULT_KILL_GRACE", "Layout", "launch", "make_layout", "output_path", "task_env"]
 
 
 class _Prefixer:
     """Copies one child's stream to ours line by line, each line prefixed with the rank."""
 
-    def __init__(self, stream: BinaryIO, out: BinaryIO, prefix: bytes, lock: threading.Lock):
+    def __init__(self, stream: IO[bytes], out: BinaryIO, prefix: bytes, lock: threading.Lock):
         self.thread = threading.Thread(target=self._run, args=(stream, out, prefix, lock), daemon=True)
         threads.start(self.thread)
 
     @staticmethod
-    def _run(stream: BinaryIO, out: BinaryIO, prefix: bytes, lock: threading.Lock) -> None:
+    def _run(stream: IO[bytes], out: BinaryIO, prefix: bytes, lock: threading.Lock) -> None:
         try:
             for line in iter(stream.readline, b""):
                 if not line.endswith(b"\n"):
@@ -320,7 +151,7 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
         output_path(output, "0", 0, 0, layout.nodes[0])  # a bad pattern fails before anything starts
     if kill_grace < 0:
         raise UsageError(bad_value("--kill-grace", kill_grace, "seconds >= 0"))
-    base_env = os.environ if base_env is None else base_env
+    base_env = settings.environ() if base_env is None else base_env
     stdout = stdout if stdout is not None else sys.stdout.buffer
     stderr = stderr if stderr is not None else sys.stderr.buffer
     width = len(str(layout.ntasks - 1))
@@ -357,12 +188,12 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
              ",".join(map(str, layout.tasks_per_node)))
     prefixers: list = []
     try:
-        preexec = _parent_death_signal()
+        preexec = parent_death_signal()
         for rank in range(layout.ntasks):
             if step.signal_received is not None:
                 break
             env = task_env(layout, rank, str(job_id), base_env, ps, tasks)
-            env["TF_SLURM_LAUNCH_REPORT"] = step.report
+            env[settings.LAUNCH_REPORT] = step.report
             log_file = None
             try:
                 if output is not None:
@@ -382,7 +213,7 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
                 if log_file is not None:
                     log_file.close()  # the task holds its own copy
             step.procs.append(proc)
-            if log_file is None:
+            if proc.stdout is not None and proc.stderr is not None:  # pipes: no --output file
                 prefix = f"{rank:>{width}}: ".encode()
                 prefixers.append(_Prefixer(proc.stdout, stdout, prefix, lock))
                 prefixers.append(_Prefixer(proc.stderr, stderr, prefix, lock))
@@ -442,9 +273,9 @@ def _kill(pid: int, signo: int) -> None:
         pass
 
 
-def _session_members(sessions: set) -> list:
+def _session_members(sessions: Set[int]) -> List[int]:
     """Live (not zombie) processes whose session id is one of `sessions` (Linux /proc)."""
-    found = []
+    found: List[int] = []
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -460,63 +291,3 @@ def _session_members(sessions: set) -> list:
         if fields[0] != b"Z" and int(fields[3]) in sessions:  # state, ppid, pgrp, session
             found.append(int(name))
     return found
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `tf-slurm local` (the lead's CLI wires them in)."""
-    parser.add_argument("-n", "--ntasks", type=int, required=True, metavar="N",
-                        help="number of tasks to start (like srun -n)")
-    parser.add_argument("-N", "--nodes", type=int, default=None, metavar="K",
-                        help="number of emulated nodes node[1-K] (default 1, or as many as --tasks-per-node lists)")
-    parser.add_argument("--tasks-per-node", default=None, metavar="SPEC",
-                        help="tasks on each emulated node in Slurm's form, e.g. '2(x3),1' "
-                             "(default: block layout, n//K each, the first n%%K nodes one more)")
-    roles = parser.add_mutually_exclusive_group()
-    roles.add_argument("--ps", type=int, default=None, metavar="P",
-                       help="number of parameter servers (exported as TF_SLURM_PS)")
-    roles.add_argument("--tasks", default=None, metavar="ROLES",
-                       help="comma-separated role per task, e.g. ps,worker,worker (exported as TF_SLURM_TASKS)")
-    parser.add_argument("--job-id", default=None, metavar="ID",
-                        help="numeric SLURM_JOB_ID to use (default: a fresh random one per launch)")
-    parser.add_argument("--kill-grace", type=float, default=DEFAULT_KILL_GRACE, metavar="SECONDS",
-                        help="seconds between SIGTERM and SIGKILL when ending tasks (default %(default)s)")
-    parser.add_argument("--output", "-o", default=None, metavar="PATTERN",
-                        help="write each task's output to its own file, e.g. 'train-%%j-%%t.log' (srun's %%j job, "
-                             "%%t rank, %%n node index, %%N node name)")
-    parser.add_argument("--slurm-env-only", action="store_true",
-                        help="give the tasks the Slurm variables only (default: each task runs under "
-                             "`tf-slurm exec`, with TF_CONFIG and the supervisor)")
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",
-                        help="the command every task runs")
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run `tf-slurm local`; TfSlurmError (exit 2) for bad arguments, else the step's status."""
-    command = list(args.command or [])
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise UsageError(bad_value("command", command, "a command after '--', e.g. -- python train.py"))
-    layout = make_layout(args.ntasks, args.nodes, args.tasks_per_node)
-    return launch(command, layout, job_id=args.job_id, ps=args.ps, tasks=args.tasks,
-                  kill_grace=args.kill_grace, under_exec=not args.slurm_env_only, output=args.output)
-
-
-def _standalone(argv: Optional[Sequence[str]] = None) -> int:
-    """`python -m tf_for_slurm.launcher ...`: the same command without the CLI (tests, debugging)."""
-    from tf_for_slurm.errors import TfSlurmError
-
-    parser = argparse.ArgumentParser(prog="tf-slurm local", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=os.environ.get("TF_SLURM_LOG_LEVEL", "WARNING").upper(),
-                        format="tf-slurm local: %(levelname)s: %(message)s")
-    try:
-        return main(args)
-    except TfSlurmError as exc:
-        print(f"tf-slurm local: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(_standalone())

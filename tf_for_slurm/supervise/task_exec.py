@@ -123,11 +123,11 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
         strategy: Optional[str] = None, drain: Optional[float] = None, device_filters: bool = True,
         supervise: bool = True, env: Optional[Mapping[str, str]] = None) -> int:
     """Run `command` as this task of the step; return the status the task should exit with."""
-    env = os.environ if env is None else env
+    env = settings.environ() if env is None else env
     command = list(command)
     if not command:
         raise UsageError("exec: expected a command after '--', e.g. tf-slurm exec -- python train.py")
-    if env.get(SUPERVISED) and env.get(SUPERVISED) == slurm.step_tag(env):
+    if slurm.under_exec(env):
         log.debug("already under tf-slurm exec: running the command as is")
         return _exec(command, env)
     reason = slurm.outside_step(env)

@@ -1,0 +1,75 @@
+"""`tf-slurm local`: run N tasks on this machine with the environment a Slurm step would give them.
+
+The options and the entry only; the step and its processes are tf_for_slurm.supervise.launcher's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Optional, Sequence
+
+from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value
+from tf_for_slurm.host import settings, slurm
+from tf_for_slurm.supervise.launcher import DEFAULT_KILL_GRACE, launch, make_layout
+
+DESCRIPTION = "`tf-slurm local`: run N tasks on this machine with the environment a Slurm step would give them."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `tf-slurm local` (the CLI's subcommand table wires them in)."""
+    parser.add_argument("-n", "--ntasks", type=int, required=True, metavar="N",
+                        help="number of tasks to start (like srun -n)")
+    parser.add_argument("-N", "--nodes", type=int, default=None, metavar="K",
+                        help="number of emulated nodes node[1-K] (default 1, or as many as --tasks-per-node lists)")
+    parser.add_argument("--tasks-per-node", default=None, metavar="SPEC",
+                        help="tasks on each emulated node in Slurm's form, e.g. '2(x3),1' "
+                             "(default: block layout, n//K each, the first n%%K nodes one more)")
+    roles = parser.add_mutually_exclusive_group()
+    roles.add_argument("--ps", type=int, default=None, metavar="P",
+                       help=f"number of parameter servers (exported as {settings.PS})")
+    roles.add_argument("--tasks", default=None, metavar="ROLES",
+                       help=f"comma-separated role per task, e.g. ps,worker,worker (exported as {settings.TASKS})")
+    parser.add_argument("--job-id", default=None, metavar="ID",
+                        help=f"numeric {slurm.JOB_ID} to use (default: a fresh random one per launch)")
+    parser.add_argument("--kill-grace", type=float, default=DEFAULT_KILL_GRACE, metavar="SECONDS",
+                        help="seconds between SIGTERM and SIGKILL when ending tasks (default %(default)s)")
+    parser.add_argument("--output", "-o", default=None, metavar="PATTERN",
+                        help="write each task's output to its own file, e.g. 'train-%%j-%%t.log' (srun's %%j job, "
+                             "%%t rank, %%n node index, %%N node name)")
+    parser.add_argument("--slurm-env-only", action="store_true",
+                        help="give the tasks the Slurm variables only (default: each task runs under "
+                             "`tf-slurm exec`, with TF_CONFIG and the supervisor)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                        help="the command every task runs")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run `tf-slurm local`; TfSlurmError (exit 2) for bad arguments, else the step's status."""
+    command = list(args.command or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError(bad_value("command", command, "a command after '--', e.g. -- python train.py"))
+    layout = make_layout(args.ntasks, args.nodes, args.tasks_per_node)
+    return launch(command, layout, job_id=args.job_id, ps=args.ps, tasks=args.tasks,
+                  kill_grace=args.kill_grace, under_exec=not args.slurm_env_only, output=args.output)
+
+
+def standalone(argv: Optional[Sequence[str]] = None) -> int:
+    """`python -m tf_for_slurm.launcher ...` (the old path): the same command without the CLI (tests, debugging)."""
+    parser = argparse.ArgumentParser(prog="tf-slurm local", description=DESCRIPTION)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    level = settings.text(settings.environ(), settings.LOG_LEVEL) or str(settings.REGISTRY[settings.LOG_LEVEL].default)
+    logging.basicConfig(level=level.upper(), format="tf-slurm local: %(levelname)s: %(message)s")
+    try:
+        return main(args)
+    except TfSlurmError as exc:
+        sys.stderr.write(f"tf-slurm local: error: {exc}\n")
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(standalone())

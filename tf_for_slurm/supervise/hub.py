@@ -1,0 +1,264 @@
+"""The chief's supervisor under `tf-slurm exec`: runs the chief's command and decides the step's fate.
+
+Why the chief's: its end is training's end in every strategy, and the hub must outlive the other
+tasks' commands to tell them so.  It listens on the chief's auxiliary port; every other task's
+supervisor (spoke.py) keeps ONE connection to it.  What it hears goes into a `StepWatch`
+(plan/step_watch.py), which decides; the hub sends `end <status>` to the tasks it says to end.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import resource
+import selectors
+import socket
+import time
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from tf_for_slurm.errors import PlanError, UsageError, bad_value
+from tf_for_slurm.host import settings
+from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.plan.step_watch import End, StepWatch
+from tf_for_slurm.plan.strategy import StepRoles
+from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.wire import Conn, Timing, heartbeat_interval, listen, note_failure
+
+log = logging.getLogger(LOGGER)
+
+
+def _raise_fd_limit(wanted: int) -> None:
+    """A hub of N tasks holds N sockets: lift the soft descriptor limit toward the hard one."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = wanted + 64
+        if soft != resource.RLIM_INFINITY and soft < want:
+            new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            if new < want:
+                log.warning("descriptor limit %d is below the %d this hub needs (ulimit -n)", hard, want)
+    except (ValueError, OSError):
+        pass
+
+
+class Hub:
+    """The chief's supervisor: runs the chief's command and decides the step's fate."""
+
+    def __init__(self, plan: ClusterPlan, roles: StepRoles, argv: Sequence[str], env: Mapping[str, str],
+                 timing: Timing, launch_report: Optional[str] = None):
+        self.plan, self.roles, self.argv, self.env, self.timing = plan, roles, argv, env, timing
+        self.launch_report = launch_report
+        me = plan.me
+        if me.rank != roles.chief_rank:
+            raise UsageError(bad_value("rank", me.rank, f"the chief's rank {roles.chief_rank} for the hub"))
+        if me.aux_port is None:
+            raise PlanError(f"aux_port of {me.role}:{me.index} (rank {me.rank}) is None: expected a second port "
+                            "for the step's supervisor; reserve 2 ports per task (srun --resv-ports) or set "
+                            f"{settings.BASE_PORT}")
+        self.rank: int = me.rank
+        self.port: int = me.aux_port
+        self.tag = f"{plan.job_id}.{plan.step_id}"
+        self.names = {t.rank: f"{t.role} {t.index} (rank {t.rank}, {t.node})" for t in plan.tasks}
+        self.conns: Dict[int, Conn] = {}  # rank -> joined connection
+        self.accepted = 0  # connections accepted (one per task: the benchmark checks it)
+        self._failure_noted = False
+        self.child: Optional[Child] = None
+        self.watch: Optional[StepWatch] = None
+        self.heartbeat = heartbeat_interval(plan.size, timing)
+
+    def run(self) -> int:
+        """Supervise the step until it is over; the status this task (and the step) ends with."""
+        plan, timing, my_rank = self.plan, self.timing, self.rank
+        _raise_fd_limit(plan.size)
+        server = listen(self.port, self.names[my_rank])
+        wake = Wake()
+        sel = selectors.DefaultSelector()
+        sel.register(server, selectors.EVENT_READ, "listen")
+        sel.register(wake.r, selectors.EVENT_READ, "wake")
+        watch = StepWatch(self.roles, [t.rank for t in plan.tasks], self.names, local_rank=my_rank,
+                          now=time.monotonic(), drain=timing.drain, silence=timing.silence,
+                          connect_grace=timing.connect_grace, end_grace=timing.kill_grace + 2.0)
+        self.watch = watch
+        log.info("supervising %d tasks from %s, port %d", plan.size, self.names[my_rank], self.port)
+        child_reported = False
+        child: Optional[Child] = None
+        try:
+            with ForwardSignals(wake) as sigs:
+                child = start_command(self.argv, self.env, wake)
+                if child is None:
+                    note_failure(self.launch_report, my_rank, 127)
+                    self._apply(watch.exit(my_rank, 127, time.monotonic()))
+                    child_reported = True
+                sigs.child = self.child = child
+                next_tick = 0.0
+                while True:
+                    now = time.monotonic()
+                    timeout = max(0.0, min(next_tick, self._kill_time(child, now)) - now)
+                    events = sel.select(timeout)
+                    now = time.monotonic()  # one clock read per batch: heartbeats are most events
+                    heard = watch.heard
+                    for key, _mask in events:
+                        conn = key.data
+                        if conn == "listen":
+                            self._accept(server, sel)
+                        elif conn == "wake":
+                            wake.drain()
+                        elif conn.rank is not None and not conn.inbuf and self._heartbeat_only(conn):
+                            heard[conn.rank] = now  # the common case, kept cheap
+                        else:
+                            self._serve(conn, sel, watch)
+                    now = time.monotonic()
+                    if child is not None and child.status is not None and not child_reported:
+                        child_reported = True
+                        if child.ending:
+                            watch.bye(my_rank)
+                        else:
+                            if child.status != 0:
+                                note_failure(self.launch_report, my_rank, child.status)
+                            self._apply(watch.exit(my_rank, child.status, now))
+                    if now >= next_tick:
+                        self._apply(watch.tick(now))
+                        next_tick = now + 0.5
+                    self._log(watch, my_rank)
+                    if child is not None:
+                        child.tick(now)
+                    if watch.finished(now) and (child is None or child.status is not None):
+                        break
+        finally:
+            if child is not None:
+                child.reap_group()
+            for conn in self.conns.values():
+                conn.sock.close()
+            sel.close()
+            server.close()
+            wake.close()
+        if watch.unsettled():
+            log.warning("%d tasks had not confirmed their end: %s", len(watch.unsettled()),
+                        ", ".join(self.names[r] for r in watch.unsettled()[:5]))
+        return watch.status
+
+    def _kill_time(self, child: Optional[Child], now: float) -> float:
+        if child is not None and child.status is None and child.kill_at is not None:
+            return child.kill_at
+        return now + 0.5
+
+    def _log(self, watch: StepWatch, my_rank: int) -> None:
+        for level, message in watch.take_notes():
+            log.log(level, message)
+        failure = watch.failure
+        if failure is not None and not self._failure_noted:
+            self._failure_noted = True
+            if failure.rank != my_rank and failure.rank not in watch.exited:  # lost: nobody else can say
+                note_failure(self.launch_report, failure.rank, failure.status)
+
+    def _accept(self, server: socket.socket, sel: selectors.BaseSelector) -> None:
+        for _ in range(1024):  # a burst of connections: take what is queued, then serve others
+            try:
+                sock, _peer = server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    log.error("out of file descriptors accepting task connections (ulimit -n)")
+                return
+            self.accepted += 1
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sel.register(sock, selectors.EVENT_READ, Conn(sock))
+
+    def _drop(self, conn: Conn, sel: selectors.BaseSelector) -> None:
+        try:
+            sel.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        conn.sock.close()
+        if conn.rank is not None and self.conns.get(conn.rank) is conn:
+            del self.conns[conn.rank]
+
+    @staticmethod
+    def _heartbeat_only(conn: Conn) -> bool:
+        """Read what is waiting; True when it was only heartbeats (else it is left in conn.inbuf
+        for _serve, or the connection is marked for it)."""
+        try:
+            data = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            conn.pending_eof = True
+            return False
+        if data and data.count(b"hb\n") * 3 == len(data):
+            return True
+        if not data:
+            conn.pending_eof = True
+        conn.inbuf += data
+        return False
+
+    def _serve(self, conn: Conn, sel: selectors.BaseSelector, watch: StepWatch) -> None:
+        lines = conn.read_lines()
+        now = time.monotonic()
+        if lines is None:
+            rank = conn.rank
+            self._drop(conn, sel)
+            if rank is not None:
+                self._apply(watch.closed(rank, now))
+            return
+        for line in lines:
+            parts = line.split()
+            if not parts:
+                continue
+            if conn.rank is None:
+                reason = self._hello(parts)
+                if reason:
+                    log.warning("refused a connection: %s (%r)", reason, line[:80])
+                    conn.send(f"error {reason}")
+                    self._drop(conn, sel)
+                    return
+                conn.rank = int(parts[1])
+                self.conns[conn.rank] = conn
+                conn.send(f"ok {self.heartbeat:g}")
+                log.debug("%s joined", self.names[conn.rank])
+                self._apply(watch.join(conn.rank, now))
+                continue
+            watch.hear(conn.rank, now)
+            if parts[0] == "hb":
+                continue
+            if parts[0] in ("exit", "bye") and len(parts) == 2 and parts[1].lstrip("-").isdigit():
+                conn.send("ack")
+                if parts[0] == "exit":
+                    self._apply(watch.exit(conn.rank, int(parts[1]), now))
+                else:
+                    log.debug("%s ended its command (status %s)", self.names[conn.rank], parts[1])
+                    watch.bye(conn.rank)
+                continue
+            log.warning("ignored a malformed message %r from %s", line[:80], self.names[conn.rank])
+
+    def _hello(self, parts: List[str]) -> Optional[str]:
+        """None when `hello <rank> <job>.<step>` names a task of this step not yet joined."""
+        if len(parts) != 3 or parts[0] != "hello" or not parts[1].isdigit():
+            return "malformed"
+        if parts[2] != self.tag:
+            return "other-job"
+        rank = int(parts[1])
+        if rank >= self.plan.size or rank == self.plan.my_rank:
+            return "unknown-task"
+        if rank in self.conns:
+            return "duplicate-task"
+        return None
+
+    def _reason(self, status: int) -> str:
+        """One line for the ended task's log: why the step ends (ASCII, no newline)."""
+        failure = self.watch.failure if self.watch is not None else None
+        text = failure.reason if failure is not None and status != 0 else "training is over"
+        return text.encode("ascii", "replace").decode()[:200]
+
+    def _apply(self, actions: List[End]) -> None:
+        for action in actions:
+            for rank in action.ranks:
+                if rank == self.plan.my_rank:
+                    if self.child is not None:
+                        self.child.end(self.timing.kill_grace)
+                    continue
+                conn = self.conns.get(rank)
+                if conn is not None:
+                    conn.send(f"end {action.status} {self._reason(action.status)}")
+

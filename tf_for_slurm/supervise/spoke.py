@@ -1,0 +1,262 @@
+"""Every other task's supervisor under `tf-slurm exec`: runs its command, keeps one connection to the hub.
+
+Why: the hub (hub.py) must hear at once when this task's command exits, and this task must end
+when the hub says so or goes away.  A killed supervisor closes its connection at once (the kernel
+does it); a dead node is a missed heartbeat (and TCP keepalive); a dead hub is an error on this
+side's socket, and this task then ends with LOST_STATUS.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import selectors
+import socket
+import time
+from typing import Mapping, Optional, Sequence
+
+from tf_for_slurm.errors import PlanError
+from tf_for_slurm.host import settings
+from tf_for_slurm.plan.cluster import ClusterPlan, Task
+from tf_for_slurm.plan.step_watch import LOST_STATUS
+from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.wire import Conn, Timing, keepalive, note_failure
+
+log = logging.getLogger(LOGGER)
+
+
+class Spoke:
+    """Every other task's supervisor: runs its command, keeps one connection to the hub."""
+
+    def __init__(self, plan: ClusterPlan, hub_task: Task, argv: Sequence[str], env: Mapping[str, str],
+                 timing: Timing, launch_report: Optional[str] = None):
+        self.plan, self.hub, self.argv, self.env, self.timing = plan, hub_task, argv, env, timing
+        self.launch_report = launch_report
+        if hub_task.aux_port is None:
+            raise PlanError(f"aux_port of the chief {hub_task.role}:{hub_task.index} is None: expected a second "
+                            f"port for the step's supervisor; reserve 2 ports per task or set {settings.BASE_PORT}")
+        self.rank: int = plan.me.rank
+        self.hello = f"hello {self.rank} {plan.job_id}.{plan.step_id}"
+        self.heartbeat = timing.heartbeat  # the hub may ask for a longer interval in its `ok`
+        self.hub_name = (f"the step's supervisor on {hub_task.role} {hub_task.index} "
+                         f"({hub_task.host}:{hub_task.aux_port})")
+        # connection state
+        self.conn: Optional[Conn] = None
+        self.connecting: Optional[socket.socket] = None
+        self.connect_by = 0.0
+        self.next_try = 0.0
+        self.delay = 0.05
+        self.joined = False  # the hub said ok
+        self.given_up = False  # no more connection attempts
+        # outcome state
+        self.told: Optional[int] = None  # the hub told us to end with this status
+        self.lost = False  # the hub went away (or never came): we end our command
+        self.sent = False  # exit/bye sent
+        self.acked = False
+        self.ack_by = 0.0
+
+    def run(self) -> int:
+        """Run the command until it ends; the status this task ends with, once the hub knows it."""
+        timing = self.timing
+        wake = Wake()
+        sel = selectors.DefaultSelector()
+        sel.register(wake.r, selectors.EVENT_READ, "wake")
+        start = time.monotonic()
+        self.next_try = start
+        next_hb = float("inf")
+        noted = False
+        child: Optional[Child] = None
+        try:
+            with ForwardSignals(wake) as sigs:
+                child = start_command(self.argv, self.env, wake)
+                sigs.child = child
+                while True:
+                    now = time.monotonic()
+                    status = 127 if child is None else child.status
+                    if status is not None:
+                        result = self._finished(status, now, start)
+                        if not noted and self.told is None and not self.lost:
+                            noted = True
+                            log.info("command exited with status %d", status)
+                            if status != 0:
+                                note_failure(self.launch_report, self.rank, status)
+                        if result is not None:
+                            return result
+                    elif not self.joined and not self.lost and now - start > timing.connect_grace:
+                        self._lose(sel, child, f"not reachable within {timing.connect_grace:g} s")
+                    if child is not None:
+                        child.tick(now)
+                    self._connect_step(sel, now, start)
+                    if self.joined and self.conn is not None and status is None and now >= next_hb:
+                        if not self.conn.send("hb"):
+                            self._lose(sel, child, "the connection failed")
+                        next_hb = now + self.heartbeat
+                    deadlines = [now + 1.0]
+                    if self.joined and status is None:
+                        deadlines.append(next_hb)
+                    if self.conn is None and self.connecting is None and not self.given_up:
+                        deadlines.append(self.next_try)
+                    if self.connecting is not None:
+                        deadlines.append(self.connect_by)
+                    if self.sent:
+                        deadlines.append(self.ack_by)
+                    if child is not None and child.kill_at is not None:
+                        deadlines.append(child.kill_at)
+                    for key, _mask in sel.select(max(0.0, min(deadlines) - time.monotonic())):
+                        if key.data == "wake":
+                            wake.drain()
+                        elif key.data == "connecting":
+                            self._connected(sel)
+                        elif key.data == "conn":
+                            if self._read(sel, child):
+                                next_hb = time.monotonic() + self.heartbeat
+        finally:
+            if child is not None:
+                child.reap_group()
+            if self.conn is not None:
+                self.conn.sock.close()
+            if self.connecting is not None:
+                self.connecting.close()
+            sel.close()
+            wake.close()
+
+    # -- outcome ---------------------------------------------------------------------------
+    def _finished(self, status: int, now: float, start: float) -> Optional[int]:
+        """The command has ended: the exit status to return once the hub knows, else None."""
+        timing = self.timing
+        if self.told is not None or self.lost:
+            final = self.told if self.told is not None else LOST_STATUS
+            if self.told is not None and self.conn is not None and self.joined and not self.sent:
+                self.sent = self.conn.send(f"bye {status}")
+                self.ack_by = now + timing.report_wait
+            if self.conn is None or self.acked or not self.sent or now >= self.ack_by:
+                return final
+            return None
+        if self.conn is not None and self.joined and not self.sent:
+            self.sent = self.conn.send(f"exit {status}")
+            self.ack_by = now + timing.report_wait
+            if not self.sent:
+                log.warning("could not tell %s this task's status %d (connection failed)", self.hub_name, status)
+                return status
+        if self.acked:
+            return status
+        if self.sent and (self.conn is None or now >= self.ack_by):
+            if self.conn is not None:
+                log.warning("no acknowledgement from %s within %g s", self.hub_name, timing.report_wait)
+            return status
+        if not self.sent and (self.given_up or now - start > timing.connect_grace):
+            log.error("could not tell %s this task's status %d: never reached it", self.hub_name, status)
+            return status
+        return None
+
+    def _lose(self, sel: selectors.BaseSelector, child: Optional[Child], why: str) -> None:
+        """The hub is gone (or never came): end our command; we exit with LOST_STATUS."""
+        if self.conn is not None:
+            self._close(sel)
+        self.given_up = True
+        if self.told is None and not self.lost:
+            self.lost = True
+            log.error("lost %s (%s): ending this task", self.hub_name, why)
+            if child is not None:
+                child.end(self.timing.kill_grace)
+
+    # -- connection ------------------------------------------------------------------------
+    def _connect_step(self, sel: selectors.BaseSelector, now: float, start: float) -> None:
+        if self.given_up or self.conn is not None:
+            return
+        if self.connecting is not None:
+            if now >= self.connect_by:
+                sel.unregister(self.connecting)
+                self.connecting.close()
+                self.connecting = None
+                self._backoff(now)
+            return
+        if now < self.next_try or now - start > self.timing.connect_grace:
+            return
+        try:
+            family, socktype, proto, _canon, addr = socket.getaddrinfo(
+                self.hub.host, self.hub.aux_port, type=socket.SOCK_STREAM)[0]
+            sock = socket.socket(family, socktype, proto)
+        except OSError as exc:
+            log.debug("cannot reach %s yet: %s", self.hub_name, exc)
+            self._backoff(now)
+            return
+        sock.setblocking(False)
+        rc = sock.connect_ex(addr)
+        if rc not in (0, errno.EINPROGRESS):
+            sock.close()
+            self._backoff(now)
+            return
+        sel.register(sock, selectors.EVENT_WRITE, "connecting")
+        self.connecting, self.connect_by = sock, now + 2.0
+
+    def _backoff(self, now: float) -> None:
+        self.next_try, self.delay = now + self.delay, min(self.delay * 2, 1.0)
+
+    def _connected(self, sel: selectors.BaseSelector) -> None:
+        sock, self.connecting = self.connecting, None
+        if sock is None:  # no connection attempt under way
+            return
+        sel.unregister(sock)
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+            sock.close()
+            self._backoff(time.monotonic())
+            return
+        keepalive(sock, self.timing)
+        self.conn = Conn(sock)
+        sel.register(sock, selectors.EVENT_READ, "conn")
+        if not self.conn.send(self.hello):
+            self._close(sel)
+            self._backoff(time.monotonic())
+        else:
+            log.debug("connected to %s", self.hub_name)
+
+    def _close(self, sel: selectors.BaseSelector) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                sel.unregister(conn.sock)
+            except (KeyError, ValueError):
+                pass
+            conn.sock.close()
+
+    def _read(self, sel: selectors.BaseSelector, child: Optional[Child]) -> bool:
+        """Handle what the hub sent; True when it just accepted us."""
+        if self.conn is None:  # closed earlier in this batch of events
+            return False
+        lines = self.conn.read_lines()
+        if lines is None:
+            if not self.joined and not self.sent and self.told is None:
+                self._close(sel)  # refused before joining: the hub may still be starting
+                self._backoff(time.monotonic())
+            elif self.sent or self.told is not None:
+                self._close(sel)  # it knows what it needs: a hub that has finished
+                self.given_up = True
+            else:
+                self._lose(sel, child, "it closed the connection")
+            return False
+        accepted = False
+        for line in lines:
+            parts = line.split()
+            if parts[:1] == ["ok"]:
+                self.joined = accepted = True
+                if len(parts) == 2:
+                    try:
+                        self.heartbeat = min(max(float(parts[1]), 0.05), self.timing.silence / 2)
+                    except ValueError:
+                        pass
+            elif len(parts) >= 2 and parts[0] == "end" and parts[1].lstrip("-").isdigit():
+                if self.told is None and not self.lost:
+                    self.told = int(parts[1])
+                    why = line.split(None, 2)[2] if len(parts) > 2 else ""
+                    log.log(logging.INFO if self.told == 0 else logging.ERROR,
+                            "ending this task: %s (step status %d)", why or "told by the step's supervisor", self.told)
+                    if child is not None:
+                        child.end(self.timing.kill_grace)
+            elif parts == ["ack"]:
+                self.acked = True
+            elif parts[:1] == ["error"]:
+                log.error("%s refused this task: %s", self.hub_name, " ".join(parts[1:]))
+                self._lose(sel, child, "refused")
+                return False
+        return accepted

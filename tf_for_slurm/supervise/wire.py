@@ -1,0 +1,178 @@
+"""What the hub and the spokes share: their timing, the line protocol and its sockets.
+
+Wire protocol, one ASCII line per message:
+  spoke -> hub: ``hello <rank> <job>.<step>``, ``hb``, ``exit <status>``, ``bye <status>``
+  hub -> spoke: ``ok <heartbeat seconds>``, ``error <reason>``, ``end <status> <why>``, ``ack`` (for exit/bye)
+
+Why a module of its own: both ends must agree on these; the hub (hub.py) and the spokes
+(spoke.py) each keep only their side of the conversation.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Mapping, Optional
+
+from tf_for_slurm.errors import PlanError, UsageError, bad_value
+from tf_for_slurm.host import settings
+from tf_for_slurm.supervise.child_process import LOGGER
+
+log = logging.getLogger(LOGGER)
+
+MAX_LINE = 256  # a longer unfinished line is not the protocol: the connection is dropped
+MAX_HEARTBEATS_PER_SECOND = 1000  # what the hub should receive, whatever the step's size
+
+
+def _seconds(setting: str) -> Any:
+    """A Timing field: its setting's registry default, and the setting's name for from_env."""
+    return field(default=settings.default_seconds(setting), metadata={"setting": setting})
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds; each comes from an option, else its TF_SLURM_* setting, else the registry's default."""
+
+    drain: float = _seconds(settings.DRAIN)  # a TF1 worker still running after the chief finished
+    kill_grace: float = _seconds(settings.KILL_GRACE)  # between SIGTERM and SIGKILL of a command
+    heartbeat: float = _seconds(settings.HEARTBEAT)  # between a spoke's heartbeats
+    silence: float = _seconds(settings.SILENCE)  # without a heartbeat: the task's node is taken for dead
+    connect_grace: float = _seconds(settings.CONNECT_GRACE)  # for a spoke to reach the hub (it may start late)
+    report_wait: float = _seconds(settings.REPORT_WAIT)  # a spoke waits this long for the ack of its exit
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], **given: Optional[float]) -> "Timing":
+        """The timing of this step: `given` options (None: not given) win over `env`'s settings."""
+        values: Dict[str, float] = {}
+        for f in fields(cls):
+            var = f.metadata["setting"]
+            raw: Any = given.get(f.name)
+            shown = f"--{f.name.replace('_', '-')}"
+            if raw is None:
+                raw, shown = env.get(var), var
+            if raw is None or raw == "":
+                values[f.name] = settings.default_seconds(var)
+                continue
+            try:
+                seconds = float(raw)
+            except (TypeError, ValueError):
+                seconds = -1.0
+            zero_ok = f.name == "drain"  # no drain: end the workers as soon as the chief is done
+            if not (seconds >= 0 if zero_ok else seconds > 0):
+                raise UsageError(bad_value(shown, raw, "a number of seconds" + (" >= 0" if zero_ok else " > 0")))
+            values[f.name] = seconds
+        if values["silence"] <= values["heartbeat"]:
+            raise UsageError(bad_value(settings.SILENCE, values["silence"],
+                                       f"more seconds than {settings.HEARTBEAT} ({values['heartbeat']:g})"))
+        return cls(**values)
+
+
+def heartbeat_interval(tasks: int, timing: Timing) -> float:
+    """Seconds between a spoke's heartbeats: the configured value, longer for large steps (the
+    hub then receives about MAX_HEARTBEATS_PER_SECOND), but at most a third of `silence`, so
+    two lost heartbeats never look like a dead node."""
+    return round(min(max(timing.heartbeat, tasks / MAX_HEARTBEATS_PER_SECOND), timing.silence / 3), 3)
+
+
+def keepalive(sock: socket.socket, timing: Timing) -> None:
+    """On a spoke's connection: let the kernel notice a hub whose node is gone (unacknowledged
+    heartbeats time out after `silence`; idle, keepalive probes do).  The hub needs none: a
+    spoke's silence is what it watches, and 16k connections probed at once swamp loopback."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", max(1, int(timing.silence / 2))), ("TCP_KEEPINTVL", 1),
+                        ("TCP_KEEPCNT", max(1, int(timing.silence / 2))),
+                        ("TCP_USER_TIMEOUT", int(timing.silence * 1000))):
+        opt = getattr(socket, name, None)
+        if opt is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, opt, value)
+            except OSError:
+                pass
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class Conn:
+    """One non-blocking connection: lines in, bytes out."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.inbuf = b""
+        self.outbuf = b""
+        self.rank: Optional[int] = None
+        self.pending_eof = False  # the peer closed: handle what it sent first, then the close
+
+    def read_lines(self) -> Optional[List[str]]:
+        """Lines available now; None at EOF or error."""
+        data: Optional[bytes]
+        if self.pending_eof:
+            data = b""
+        else:
+            try:
+                data = self.sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                data = None
+            except OSError:
+                return None
+            if data == b"":
+                self.pending_eof = True
+        if data is None:
+            data = b""
+        elif not data and not self.inbuf:
+            return None
+        self.inbuf += data
+        *lines, self.inbuf = self.inbuf.split(b"\n")
+        if len(self.inbuf) > MAX_LINE:
+            return None
+        return [line.decode("ascii", "replace").strip() for line in lines]
+
+    def send(self, text: str) -> bool:
+        """Queue and try to send; False when the connection is broken."""
+        self.outbuf += text.encode() + b"\n"
+        return self.flush()
+
+    def flush(self) -> bool:
+        """Send what the socket takes now; False when the connection is broken."""
+        while self.outbuf:
+            try:
+                sent = self.sock.send(self.outbuf)
+            except (BlockingIOError, InterruptedError):
+                return True
+            except OSError:
+                return False
+            self.outbuf = self.outbuf[sent:]
+        return True
+
+
+def listen(port: int, who: str) -> socket.socket:
+    """The hub's non-blocking listening socket on `port` (IPv4 and IPv6 where the host has both)."""
+    attempts: List[Dict[str, Any]] = []
+    if socket.has_dualstack_ipv6():
+        attempts.append(dict(family=socket.AF_INET6, dualstack_ipv6=True))
+    attempts.append(dict(family=socket.AF_INET))
+    error: Optional[OSError] = None
+    for kwargs in attempts:
+        try:
+            server = socket.create_server(("", port), backlog=socket.SOMAXCONN, reuse_port=False, **kwargs)
+            server.setblocking(False)
+            return server
+        except OSError as exc:
+            error = exc
+    raise PlanError(bad_value("aux_port", port, f"a free port for the step's supervisor on {who} "
+                                                 f"(bind failed: {error.strerror if error else 'unknown'})"))
+
+
+def note_failure(path: Optional[str], rank: int, status: int) -> None:
+    """Tell a launcher (tf-slurm local) which task failed first: one appended line, written before
+    anyone else hears of the failure, so its first line is the true origin."""
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{rank} {status}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.debug("could not write the launch report %s: %s", path, exc)
