@@ -21,7 +21,7 @@ import pytest
 
 from tf_for_slurm.errors import PlanError, UsageError
 from tf_for_slurm.plan import localhost_plan
-from tf_for_slurm.runtime import tf2
+from tf_for_slurm.runtime import tf2, tf2_plan
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf2_tasks"))
 import tf2_cluster  # noqa: E402
@@ -116,10 +116,10 @@ def _fake_step(monkeypatch, slot: int, **extra: str) -> None:
 
 def test_plans_from_the_slurm_environment_follow_each_strategy(monkeypatch):
     _fake_step(monkeypatch, slot=1)
-    mwms_plan = tf2._plan_or_env(None, "mwms")  # MWMS: no ps by default
+    mwms_plan = tf2_plan.plan_or_env(None, "mwms")  # MWMS: no ps by default
     assert [t.role for t in mwms_plan.tasks] == ["worker", "worker", "worker"]
     assert tf2.mwms_tf_config(mwms_plan)["task"] == {"type": "worker", "index": 1}
-    pss_plan = tf2._plan_or_env(None, "pss")  # PSS: a chief (the coordinator) by default
+    pss_plan = tf2_plan.plan_or_env(None, "pss")  # PSS: a chief (the coordinator) by default
     assert [t.role for t in pss_plan.tasks] == ["ps", "chief", "worker"]
     assert pss_plan.me.role == "chief"
     # an explicit ListOfTFTasks wins, and MWMS then refuses its ps clearly

@@ -12,7 +12,7 @@ server's), so `Session.__init__` is wrapped: a session whose target is this task
 try:  # in-process, as tf_for_slurm._shim.tf_slurm_session_filters
     from .tf_slurm_when_imported import when_imported
 except ImportError:  # from the shim directory on PYTHONPATH (tf-slurm exec)
-    from tf_slurm_when_imported import when_imported
+    from tf_slurm_when_imported import when_imported  # type: ignore[no-redef]
 
 _TARGET = "tensorflow.python.client.session"
 _MANAGER = "tensorflow.python.training.session_manager"

@@ -5,8 +5,15 @@ functions that need it.  (Imports are eager so that the submodule `launch` can n
 the function `launch` on this package.)
 """
 
-from tf_for_slurm.runtime.done_queue import (QueueManagementHook, create_done_queue, create_done_queues, report_done,
-                         reporter_index, reporter_tasks, reporting_done)
+from tf_for_slurm.runtime.done_queue import (
+    QueueManagementHook,
+    create_done_queue,
+    create_done_queues,
+    report_done,
+    reporter_index,
+    reporter_tasks,
+    reporting_done,
+)
 from tf_for_slurm.runtime.hooks import BarrierOnChiefHook, BarrierTimeout, PrintStepHook, SessionHook, StopOnSignalHook
 from tf_for_slurm.runtime.launch import TrainContext, chief_of, launch
 from tf_for_slurm.runtime.ps_wait import EXIT_OK, EXIT_TIMEOUT, EXIT_WORKER_LOST, wait_for_workers

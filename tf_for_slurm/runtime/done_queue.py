@@ -18,10 +18,11 @@ import contextlib
 import logging
 from typing import Any, Iterator, Optional, Sequence
 
-from tf_for_slurm.plan.strategy import REPORTING_ROLES, reporter_tasks
-from tf_for_slurm.plan.task_info import fill_from_task, one_of
 from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.host.environment import this_task
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
+from tf_for_slurm.plan.strategy import reporter_tasks
+from tf_for_slurm.plan.task_info import fill_from_task, one_of
 from tf_for_slurm.runtime.hooks import SessionHook
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,8 @@ def create_done_queue(i: int, n_workers: Optional[int] = None, *, WorkersNumber:
                                       shared_name=f"{QUEUE_NAME}{i}", name=f"{QUEUE_NAME}{i}")
 
 
-def create_done_queues(n_ps: Optional[int] = None, n_workers: Optional[int] = None, *,  # noqa: N803
-                       PSNumber: Optional[int] = None, WorkersNumber: Optional[int] = None) -> list:
+def create_done_queues(n_ps: Optional[int] = None, n_workers: Optional[int] = None, *,
+                       PSNumber: Optional[int] = None, WorkersNumber: Optional[int] = None) -> list:  # noqa: N803
     """One done queue per ps task, in the current graph (PSNumber/WorkersNumber: original names)."""
     n_ps, ps_name = one_of("n_ps", n_ps, "PSNumber", PSNumber)
     n_workers, workers_name = one_of("n_workers", n_workers, "WorkersNumber", WorkersNumber)
@@ -168,17 +169,15 @@ class QueueManagementHook(SessionHook):
     plan (`GetServerDictionary`), TF_CONFIG or the Slurm step; counts given are checked against it.
     """
 
-    def __init__(self, n_ps: Optional[int] = None, n_workers: Optional[int] = None,  # noqa: N803
+    def __init__(self, n_ps: Optional[int] = None, n_workers: Optional[int] = None,
                  worker_index: Optional[int] = None, report_in_end: bool = True, *,
-                 NumberOfPS: Optional[int] = None, NumberOfWorkers: Optional[int] = None):
+                 NumberOfPS: Optional[int] = None, NumberOfWorkers: Optional[int] = None):  # noqa: N803
         n_ps, ps_name = one_of("n_ps", n_ps, "NumberOfPS", NumberOfPS)
         n_workers, workers_name = one_of("n_workers", n_workers, "NumberOfWorkers", NumberOfWorkers)
         if worker_index is None or n_ps is None or n_workers is None:
             for name, v in ((ps_name, n_ps), (workers_name, n_workers)):  # bad counts before the lookup
                 if v is not None:
                     _check_count(name, v)
-            from tf_for_slurm.host.environment import this_task
-
             info = this_task(ps=n_ps, who="QueueManagementHook")
             n_ps, n_workers, worker_index = fill_from_task(info, "QueueManagementHook", n_ps, ps_name,
                                                            n_workers, workers_name, worker_index)

@@ -10,8 +10,10 @@ import logging
 import time
 from typing import Any, Optional
 
-from tf_for_slurm.plan.task_info import fill_from_task, one_of
 from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value
+from tf_for_slurm.host.environment import this_task
+from tf_for_slurm.host.stop_request import shared_stop_request
+from tf_for_slurm.plan.task_info import fill_from_task, one_of
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ class SessionHook:
         pass
 
 
-class BarrierTimeout(TfSlurmError, TimeoutError):
+class BarrierTimeout(TfSlurmError, TimeoutError):  # noqa: N818 (a public name)
     """The chief gave up waiting for workers at the start barrier."""
 
 
@@ -71,7 +73,7 @@ class PrintStepHook(SessionHook):
 
     def __init__(self, every_n_steps: Any = 100, name: str = "worker", *, AvoidStep: Any = _UNSET):  # noqa: N803
         if AvoidStep is _UNSET and (every_n_steps is None or isinstance(every_n_steps, (list, tuple))):
-            every_n_steps, AvoidStep = 100, every_n_steps  # the original's positional AvoidStep
+            every_n_steps, AvoidStep = 100, every_n_steps  # noqa: N806 (the original's positional AvoidStep)
         self.every_n_steps = _positive_int("every_n_steps", every_n_steps)
         self.per_step = AvoidStep is not _UNSET
         self.avoid = _avoid_window(AvoidStep) if self.per_step else None
@@ -132,9 +134,9 @@ class BarrierOnChiefHook(SessionHook):
 
     QUEUE_NAME = "barrier_queue"
 
-    def __init__(self, n_workers: Optional[int] = None, worker_index: Optional[int] = None,  # noqa: N803
+    def __init__(self, n_workers: Optional[int] = None, worker_index: Optional[int] = None,
                  is_chief: Optional[bool] = None, timeout_s: float = 300.0, poll_ms: int = 100, *,
-                 chief_task_index: Optional[int] = None, NumberOfWorkers: Optional[int] = None):
+                 chief_task_index: Optional[int] = None, NumberOfWorkers: Optional[int] = None):  # noqa: N803
         """Original form: `BarrierOnChiefHook(is_chief=..., chief_task_index=0, NumberOfWorkers=N)`.
 
         What is not given comes from this task's plan / TF_CONFIG / Slurm step (worker_index, and
@@ -144,8 +146,6 @@ class BarrierOnChiefHook(SessionHook):
         if n_workers is not None:
             _positive_int(workers_name, n_workers)
         if worker_index is None or n_workers is None:
-            from tf_for_slurm.host.environment import this_task
-
             info = this_task(who="BarrierOnChiefHook")
             _, n_workers, worker_index = fill_from_task(info, "BarrierOnChiefHook", None, "n_ps", n_workers,
                                                         workers_name, worker_index)
@@ -219,8 +219,6 @@ class StopOnSignalHook(SessionHook):
 
     def __init__(self, stop: Any = None, name: str = "this task"):
         if stop is None:
-            from tf_for_slurm.host.stop_request import shared_stop_request
-
             stop = shared_stop_request()
         self.stop = stop
         self.name = name

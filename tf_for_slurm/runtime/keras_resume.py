@@ -81,8 +81,9 @@ class StopAndResume(tf.keras.callbacks.Callback):
         step = self._step()
         path = self._ensure(self.model).save(step)  # every MWMS worker saves (see LoopCheckpoint)
         if path:
-            how = ("at the target" if step >= self.target else "at the end of fit") if not self.stop.requested \
-                else f"{time.monotonic() - self.stop.at:.1f} s after SIG{self.stop.signal}"
+            at = self.stop.at if self.stop.requested else None  # set with the request
+            how = ("at the target" if step >= self.target else "at the end of fit") if at is None \
+                else f"{time.monotonic() - at:.1f} s after SIG{self.stop.signal}"
             log.info("checkpoint %s written at global step %d, %s", path, step, how)
 
 

@@ -47,8 +47,8 @@ from tf_for_slurm.host.environment import plan_from_env
 from tf_for_slurm.host.network import port_accepts, port_state
 from tf_for_slurm.host.stop_request import shared_stop_request
 from tf_for_slurm.plan.cluster import ClusterPlan
-from tf_for_slurm.plan.strategy import require_chief
-from tf_for_slurm.runtime.done_queue import report_done, reporter_index, reporter_tasks
+from tf_for_slurm.plan.strategy import REPORTING_ROLES, reporter_tasks, require_chief
+from tf_for_slurm.runtime.done_queue import report_done, reporter_index
 from tf_for_slurm.runtime.hooks import BarrierOnChiefHook, PrintStepHook, StopOnSignalHook
 from tf_for_slurm.runtime.ps_wait import wait_for_workers
 from tf_for_slurm.runtime.server import device_filters, session_config, start_server
@@ -123,6 +123,8 @@ def _fast_worker_session_creator(scaffold: Any, master: str, config: Any, max_wa
     from tensorflow.python.training import session_manager as sm
 
     class _Creator(tf.compat.v1.train.WorkerSessionCreator):
+        _session_manager: Any  # set by WorkerSessionCreator.__init__
+
         def _get_session_manager(self) -> Any:  # same as TF's, plus recovery_wait_secs
             if self._session_manager:
                 return self._session_manager
@@ -144,12 +146,13 @@ def _context(server: Any, plan: ClusterPlan, gpu_memory_fraction: Optional[float
     chief = chief_of(plan)
     n_reporters = len(reporter_tasks(plan))
     hooks: list = []
-    if barrier and me.role != "evaluator" and plan.count("ps"):
+    trains = me.role in REPORTING_ROLES  # chief/worker; an evaluator does not report (a ps never gets here)
+    if barrier and trains and plan.count("ps"):
         hooks.append(BarrierOnChiefHook(n_reporters, reporter_index(plan), me.rank == chief.rank,
                                         timeout_s=barrier_timeout))
     if print_every_n_steps:
         hooks.append(PrintStepHook(print_every_n_steps, name=f"{me.role}:{me.index}"))
-    if stop is not None and me.role != "evaluator":
+    if stop is not None and trains:
         hooks.append(StopOnSignalHook(stop, name=f"{me.role}:{me.index}"))
     return TrainContext(server=server, plan=plan, job_type=me.role, task_index=me.index,
                         is_chief=me.rank == chief.rank, num_workers=n_reporters,
@@ -158,7 +161,7 @@ def _context(server: Any, plan: ClusterPlan, gpu_memory_fraction: Optional[float
                         stop=stop)
 
 
-class PsLost(TfSlurmError):
+class PsLost(TfSlurmError):  # noqa: N818 (a public name)
     """A parameter server stopped answering while this task was training."""
 
     exit_code = 1
@@ -317,7 +320,8 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         if not isinstance(flag, bool):
             raise UsageError(bad_value(name, flag, "True or False"))
     if plan is None:
-        reason = slurm.outside_step(settings.environ(), "srun python train.py")  # srun forgotten: fail now, never wait for peers
+        # srun forgotten: fail now, never wait for peers
+        reason = slurm.outside_step(settings.environ(), "srun python train.py")
         if reason:
             raise UsageError(reason)
         plan = plan_from_env(tasks=tasks, ps=ps)
@@ -343,11 +347,16 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
             _fast_exit(status, "ps")
         return status
     ctx = _context(server, plan, gpu_memory_fraction, barrier, barrier_timeout, print_every_n_steps, stop)
-    if me.role == "evaluator" or not ctx.num_ps:
+    if me.role not in REPORTING_ROLES or not ctx.num_ps:  # nobody to report to, or not a reporter
         train_fn(ctx)
         return 0
     idx = reporter_index(plan)
-    report = dict(device_filters=device_filters(plan), timeout_s=report_timeout)
+    filters = device_filters(plan)
+
+    def report(failed: bool) -> None:
+        report_done(server.target, ctx.num_ps, ctx.num_workers, idx, failed=failed, device_filters=filters,
+                    timeout_s=report_timeout)
+
     watch = watch_ps and not supervised  # under exec, the supervisor ends this task if a ps dies
     watchdog = _PsWatchdog(plan.tasks_with_role("ps"), liveness_timeout, startup_grace) if watch else None
     try:
@@ -361,10 +370,10 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
             # the ps is gone: nobody to report to, and the interrupt is ours, not the user's
             raise PsLost(f"{me.role}:{me.index}: {watchdog.fired}") from exc
         if isinstance(exc, SystemExit) and exc.code in (None, 0):  # sys.exit(0) in train_fn: success
-            report_done(server.target, ctx.num_ps, ctx.num_workers, idx, failed=False, **report)
+            report(failed=False)
             raise
         log.error("%s:%d training raised; reporting the failure to the ps", me.role, me.index)
-        report_done(server.target, ctx.num_ps, ctx.num_workers, idx, failed=True, **report)
+        report(failed=True)
         raise
-    report_done(server.target, ctx.num_ps, ctx.num_workers, idx, failed=False, **report)
+    report(failed=False)
     return 0

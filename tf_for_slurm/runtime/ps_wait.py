@@ -28,7 +28,9 @@ from typing import Any, Callable, Optional
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host.network import port_accepts
 from tf_for_slurm.plan.cluster import ClusterPlan
-from tf_for_slurm.runtime.done_queue import create_done_queue, decode_done, reporter_tasks
+from tf_for_slurm.plan.strategy import reporter_tasks
+from tf_for_slurm.runtime.done_queue import create_done_queue, decode_done
+from tf_for_slurm.runtime.server import device_filters
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,12 @@ def _seconds(name: str, value: Any, allow_none: bool = False) -> Optional[float]
     return float(value)
 
 
+def _required_seconds(name: str, value: Any) -> float:
+    seconds = _seconds(name, value)
+    assert seconds is not None  # None only with allow_none
+    return seconds
+
+
 def _describe(tasks: list) -> str:
     return ", ".join(f"{t.role}:{t.index} at {t.address}" for t in tasks)
 
@@ -59,9 +67,9 @@ def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5
     tasks never seen up before exiting 0 (a task that ended before starting its server, e.g.
     exited 0 at once, cannot report; one that failed fails the step through Slurm on its own).
     """
-    liveness_timeout = _seconds("liveness_timeout", liveness_timeout)
-    startup_grace = _seconds("startup_grace", startup_grace)
-    late_start_grace = _seconds("late_start_grace", late_start_grace)
+    liveness_timeout = _required_seconds("liveness_timeout", liveness_timeout)
+    startup_grace = _required_seconds("startup_grace", startup_grace)
+    late_start_grace = _required_seconds("late_start_grace", late_start_grace)
     timeout = _seconds("timeout", timeout, allow_none=True)
     me = plan.me
     if me.role != "ps":
@@ -80,7 +88,7 @@ def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5
     with graph.as_default():
         queue = create_done_queue(me.index, len(reporters))
         size, dequeue = queue.size(), queue.dequeue()
-    config = tf.compat.v1.ConfigProto(device_filters=[f"/job:ps/task:{me.index}"])
+    config = tf.compat.v1.ConfigProto(device_filters=device_filters(plan))  # a ps: only itself
     start = time.monotonic()
     done: dict = {}  # reporter index -> failed?
     seen_up: set = set()
@@ -120,7 +128,7 @@ def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5
         ups = list(pool.map(lambda it: probe(it[1].host, it[1].port, probe_timeout), pending))
         now = time.monotonic()
         lost, never = [], []
-        for (i, t), up in zip(pending, ups):
+        for (i, _task), up in zip(pending, ups):
             if up:
                 seen_up.add(i)
                 down_since.pop(i, None)

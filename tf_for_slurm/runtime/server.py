@@ -9,15 +9,15 @@ device filters (without them a worker's session waits for every other worker), a
 from __future__ import annotations
 
 import logging
-import os
 import sys
-from typing import Any, MutableMapping, Optional
+from typing import Any, Mapping, MutableMapping, Optional
 
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
-from tf_for_slurm.plan.gpus import devices_for_task
+from tf_for_slurm.host import settings, slurm
+from tf_for_slurm.host.network import ensure_bindable
 from tf_for_slurm.plan import strategy
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
-from tf_for_slurm.host.network import ensure_bindable
+from tf_for_slurm.plan.gpus import devices_for_task
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +64,21 @@ def configure_gpus(plan: ClusterPlan, environ: Optional[MutableMapping[str, str]
 
     Must run before TensorFlow initialises its devices; returns the value set.
     """
-    env = os.environ if environ is None else environ
+    process_env = settings.environ()
+    env: Mapping[str, str] = process_env if environ is None else environ
     me = plan.me
-    value = devices_for_task(plan.tasks, me.rank, env.get("CUDA_VISIBLE_DEVICES"), env.get("SLURM_STEP_GPUS"))
+    visible, step_gpus = slurm.gpu_sources(env)
+    value = devices_for_task(plan.tasks, me.rank, visible, step_gpus)
     if value is None:  # no GPU anywhere on this node
         value = ""
-    if "tensorflow" in sys.modules and env.get("CUDA_VISIBLE_DEVICES") != value and env is os.environ:
-        log.warning("TensorFlow was imported before start_server: CUDA_VISIBLE_DEVICES=%r may come "
-                    "too late if GPUs were already initialised", value)
-    env["CUDA_VISIBLE_DEVICES"] = value
-    log.info("%s:%d sees GPUs CUDA_VISIBLE_DEVICES=%r", me.role, me.index, value)
+    if "tensorflow" in sys.modules and visible != value and env is process_env:
+        log.warning("TensorFlow was imported before start_server: %s=%r may come "
+                    "too late if GPUs were already initialised", slurm.CUDA_VISIBLE_DEVICES, value)
+    if environ is None or environ is process_env:
+        settings.set_in_environment(slurm.CUDA_VISIBLE_DEVICES, value)
+    else:
+        environ[slurm.CUDA_VISIBLE_DEVICES] = value
+    log.info("%s:%d sees GPUs %s=%r", me.role, me.index, slurm.CUDA_VISIBLE_DEVICES, value)
     return value
 
 

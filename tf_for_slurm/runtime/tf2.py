@@ -7,15 +7,8 @@ Two strategies are covered:
 * ``ParameterServerStrategy`` (PSS): the *chief* task is the coordinator and runs the training
   program; ps and worker tasks only run a ``tf.distribute.Server``.
 
-Why the extra shutdown machinery: a PSS ps/worker server that only ``join()``s never returns, so a
-Slurm step would never end after training. Here every ps/worker process blocks on a dequeue from
-its own FIFOQueue (``shared_name`` per task, on its own device) through a ``tf.compat.v1.Session``
-on its own server; the coordinator, when training ends, enqueues an exit status into every such
-queue through a ``Session`` aimed at that task's gRPC address with a graph pinned to that task's
-device (an eager remote enqueue does not reach the server's queue in TF 2.21). If the coordinator
-dies instead, the dequeue times out every ``poll`` seconds and a TCP probe of the coordinator's
-port decides: once it has refused connections for ``liveness_timeout`` seconds the server logs an
-ERROR naming the coordinator and returns a non-zero status.
+The clean exit of the PSS servers (why a ``join()`` is not enough, and how the coordinator tells
+each server to end) lives in `runtime.pss_exit`; its public names are importable from here.
 
 Keras: in TF 2.21 Keras 3 ``model.fit`` fails under both strategies (keras-team/keras#20585);
 write a custom training loop (``strategy.run`` for MWMS, ``ClusterCoordinator.schedule`` for PSS),
@@ -29,67 +22,43 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sys
-import threading
 import time
 from typing import Any, Callable, Optional
 
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
 from tf_for_slurm.host import settings
-from tf_for_slurm.host.environment import plan_from_env
 from tf_for_slurm.host.network import port_accepts
-from tf_for_slurm.plan.cluster import ClusterPlan, Task
+from tf_for_slurm.plan import strategy as rules
+from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.runtime.pss_exit import (
+    EXIT_COORDINATOR_LOST,
+    EXIT_COORDINATOR_NEVER_SEEN,
+    EXIT_TRAINING_FAILED,
+    exit_now,
+    say_hello,
+    serve_until_done,
+    shutdown_cluster,
+)
+from tf_for_slurm.runtime.server import configure_gpus
+from tf_for_slurm.runtime.tf2_plan import (
+    cluster_dict,
+    plan_or_env,
+    pss_cluster_dict,
+    pss_coordinator,
+    pss_servers,
+    task_of,
+)
+
+__all__ = [
+    "EXIT_COORDINATOR_LOST", "EXIT_COORDINATOR_NEVER_SEEN", "EXIT_TRAINING_FAILED", "exit_now",
+    "multi_worker_mirrored_strategy", "mwms_is_chief", "mwms_tf_config", "parameter_server_strategy",
+    "run_parameter_server_strategy", "serve_until_done", "shutdown_cluster",
+]
 
 log = logging.getLogger(__name__)
 
-#: exit status a ps/worker returns when the coordinator vanished without saying 'done'
-EXIT_COORDINATOR_LOST = 3
-#: exit status a ps/worker returns when the coordinator never came up within ``startup_timeout``
-EXIT_COORDINATOR_NEVER_SEEN = 4
-#: exit status the coordinator sends when its training function raised
-EXIT_TRAINING_FAILED = 1
 
-_QUEUE_CAPACITY = 4  # room for the hello, the status and a repeated shutdown
-#: queue value meaning "the coordinator is up" (statuses are 0..255): a server that got it knows
-#: the coordinator existed even if it dies before a TCP probe ever saw its port open
-_HELLO = -1
-_QUEUE_PREFIX = "tf_slurm_tf2_done"
-
-
-# -- plans -------------------------------------------------------------------------------------
-
-def _plan_or_env(plan: Optional[ClusterPlan], strategy: str) -> ClusterPlan:
-    """The given plan, or one built from the Slurm environment with this strategy's defaults.
-
-    Defaults apply only where the user set no roles (TF_SLURM_TASKS / TF_SLURM_PS): MWMS wants
-    no ps; ParameterServerStrategy wants a chief (its coordinator).
-    """
-    if plan is not None:
-        if not isinstance(plan, ClusterPlan):
-            raise UsageError(bad_value("plan", type(plan).__name__, "a tf_for_slurm ClusterPlan or None"))
-        return plan
-    env = settings.environ()
-    kwargs: dict = {}
-    if strategy == "mwms" and not (settings.text(env, settings.TASKS) or settings.text(env, settings.PS)):
-        kwargs["ps"] = 0
-    if strategy == "pss" and not settings.text(env, settings.TASKS):
-        kwargs["chief"] = True
-    return plan_from_env(**kwargs)
-
-
-def _cluster_dict(plan: ClusterPlan) -> dict:
-    """server_dictionary() without empty roles: TensorFlow rejects or mis-handles an empty job."""
-    return {role: list(addrs) for role, addrs in plan.server_dictionary().items() if addrs}
-
-
-def _task_of(plan: ClusterPlan, rank: Optional[int]) -> Task:
-    if rank is None:
-        return plan.me
-    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < plan.size:
-        raise UsageError(bad_value("rank", rank, f"an int in [0, {plan.size - 1}]"))
-    return plan.tasks[rank]
-
+# -- MultiWorkerMirroredStrategy ---------------------------------------------------------------
 
 def mwms_tf_config(plan: ClusterPlan, rank: Optional[int] = None) -> dict:
     """TF_CONFIG for MultiWorkerMirroredStrategy task `rank` (default: this task).
@@ -106,23 +75,22 @@ def mwms_tf_config(plan: ClusterPlan, rank: Optional[int] = None) -> dict:
         raise PlanError(bad_value(
             "plan roles", [t.role for t in plan.tasks],
             f"workers (and at most one chief) only: MultiWorkerMirroredStrategy takes no 'ps', "
-            f"the plan has {n_ps} (use TF_SLURM_PS=0 or a ListOfTFTasks without 'ps')"))
+            f"the plan has {n_ps} (use {settings.PS}=0 or a ListOfTFTasks without 'ps')"))
     n_chief = plan.count("chief")
     if n_chief > 1:
         raise PlanError(bad_value("plan chief count", n_chief, "0 or 1 chief for MultiWorkerMirroredStrategy"))
     if plan.count("worker") + n_chief == 0:
         raise PlanError(bad_value("plan roles", [t.role for t in plan.tasks],
                                   "at least one 'worker' for MultiWorkerMirroredStrategy"))
-    task = _task_of(plan, rank)
-    return {"cluster": _cluster_dict(plan), "task": {"type": task.role, "index": task.index}}
+    task = task_of(plan, rank)
+    return {"cluster": cluster_dict(plan), "task": {"type": task.role, "index": task.index}}
 
 
 def mwms_is_chief(plan: ClusterPlan, rank: Optional[int] = None) -> bool:
     """True for the task that should write checkpoints/summaries under MWMS (chief, else worker 0)."""
-    task = _task_of(plan, rank)
-    if plan.count("chief"):
-        return task.role == "chief"
-    return task.role == "worker" and task.index == 0
+    task = task_of(plan, rank)
+    chief = rules.find_chief(plan.tasks)
+    return chief is not None and task.rank == chief.rank
 
 
 def multi_worker_mirrored_strategy(plan: Optional[ClusterPlan] = None, **strategy_kwargs: Any):
@@ -132,10 +100,10 @@ def multi_worker_mirrored_strategy(plan: Optional[ClusterPlan] = None, **strateg
     collective server from it), hence the side effect. Without `plan`, the plan comes from the
     Slurm environment with no ps unless TF_SLURM_TASKS/TF_SLURM_PS say otherwise.
     """
-    plan = _plan_or_env(plan, "mwms")
+    plan = plan_or_env(plan, "mwms")
     config = mwms_tf_config(plan)
-    _gpus(plan)
-    os.environ["TF_CONFIG"] = json.dumps(config)
+    configure_gpus(plan)  # the same GPU split as runtime.launch and `tf-slurm exec`
+    settings.set_in_environment("TF_CONFIG", json.dumps(config))
     log.info("MultiWorkerMirroredStrategy: %s:%d of %s", config["task"]["type"], config["task"]["index"],
              config["cluster"])
     import tensorflow as tf
@@ -143,32 +111,7 @@ def multi_worker_mirrored_strategy(plan: Optional[ClusterPlan] = None, **strateg
     return tf.distribute.MultiWorkerMirroredStrategy(**strategy_kwargs)
 
 
-def _gpus(plan: ClusterPlan) -> None:
-    """The same GPU split as runtime.launch and `tf-slurm exec` (ps none, workers their share)."""
-    from tf_for_slurm.runtime.server import configure_gpus
-
-    configure_gpus(plan)
-
-
 # -- ParameterServerStrategy -------------------------------------------------------------------
-
-def _pss_check(plan: ClusterPlan) -> Task:
-    """The coordinator (chief:0) after checking the plan can run ParameterServerStrategy."""
-    roles = [t.role for t in plan.tasks]
-    if plan.count("chief") != 1:
-        raise PlanError(bad_value("plan roles", roles,
-                                  "exactly one 'chief' (the ParameterServerStrategy coordinator), "
-                                  "e.g. TF_SLURM_TASKS=chief,ps,worker,worker"))
-    if plan.count("ps") < 1 or plan.count("worker") < 1:
-        raise PlanError(bad_value("plan roles", roles,
-                                  "at least one 'ps' and one 'worker' for ParameterServerStrategy"))
-    return plan.task("chief", 0)
-
-
-def _cluster_spec_dict(plan: ClusterPlan) -> dict:
-    """The cluster the PSS servers and coordinator share (an evaluator runs on its own)."""
-    return {role: addrs for role, addrs in _cluster_dict(plan).items() if role != "evaluator"}
-
 
 def _wait_for_ports(tasks: list, timeout: float) -> None:
     """Block until every task's port accepts TCP, or raise naming those that never did."""
@@ -191,237 +134,25 @@ def parameter_server_strategy(plan: Optional[ClusterPlan] = None, variable_parti
     Waits (up to `wait_timeout` s) until every ps/worker port accepts TCP first, so a coordinator
     that starts before its servers fails with a list of the missing ones instead of a gRPC error.
     """
-    plan = _plan_or_env(plan, "pss")
-    chief = _pss_check(plan)
+    plan = plan_or_env(plan, "pss")
+    chief = pss_coordinator(plan)
     me = plan.me
     if me.rank != chief.rank:
         raise UsageError(bad_value("task", f"{me.role}:{me.index}",
                                    "the chief (coordinator); ps/worker tasks call serve_until_done()"))
-    _gpus(plan)
+    configure_gpus(plan)
     import tensorflow as tf
 
-    spec = tf.train.ClusterSpec(_cluster_spec_dict(plan))
+    spec = tf.train.ClusterSpec(pss_cluster_dict(plan))
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         spec, task_type="chief", task_id=0, rpc_layer="grpc")
-    _wait_for_ports(plan.tasks_with_role("ps") + plan.tasks_with_role("worker"), wait_timeout)
+    _wait_for_ports(pss_servers(plan), wait_timeout)
     log.info("ParameterServerStrategy: coordinator %s over %s", chief.address, spec.as_dict())
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver,
                                                                    variable_partitioner=variable_partitioner)
     # Tell every server the coordinator is up, so that from now on its death counts as a failure.
-    for name, outcome in _enqueue_all(plan, _HELLO, timeout=10.0).items():
-        if outcome != "ok":
-            log.warning("could not tell %s that the coordinator is up (%s)", name, outcome)
+    say_hello(plan, timeout=10.0)
     return strategy
-
-
-def _queue_name(task: Task) -> str:
-    return f"{_QUEUE_PREFIX}_{task.role}_{task.index}"
-
-
-def _device(task: Task) -> str:
-    return f"/job:{task.role}/replica:0/task:{task.index}/device:CPU:0"
-
-
-def _session_config(task: Task, timeout_ms: int):
-    import tensorflow as tf
-
-    # device_filters: this session only talks to `task`, never waits for the rest of the cluster.
-    return tf.compat.v1.ConfigProto(device_filters=[f"/job:{task.role}/task:{task.index}"],
-                                    operation_timeout_in_ms=int(timeout_ms))
-
-
-def _done_queue(tf: Any, task: Task):
-    with tf.compat.v1.device(_device(task)):
-        return tf.queue.FIFOQueue(_QUEUE_CAPACITY, tf.int32, shapes=[[]], shared_name=_queue_name(task),
-                                  name="tf_slurm_done_queue")
-
-
-def _positive(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise UsageError(bad_value(name, value, "a number of seconds > 0"))
-    return float(value)
-
-
-def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float = 3.0, poll: float = 1.0,
-                     startup_timeout: float = 600.0, linger: float = 2.0, server_config: Any = None) -> int:
-    """On a ps/worker task: run this task's server until the coordinator says done; return a status.
-
-    Returns the status the coordinator enqueued (0 after a normal end). Returns
-    EXIT_COORDINATOR_LOST when the coordinator, once known to be up (its hello, enqueued by
-    `parameter_server_strategy`, or its port seen open), refuses TCP for `liveness_timeout` s;
-    and EXIT_COORDINATOR_NEVER_SEEN when it shows no sign of life within `startup_timeout` s
-    (it imports TensorFlow and waits for every server first, so this grace is long).
-    A lost coordinator is detected within about poll + liveness_timeout + poll seconds.
-
-    After 'done' the server stays up until the coordinator's port closes, at most `linger` s:
-    leaving at once can drop the reply to the coordinator's enqueue (or its session close), and
-    TensorFlow's client then retries for its whole timeout, delaying the coordinator's exit.
-    """
-    liveness_timeout = _positive("liveness_timeout", liveness_timeout)
-    linger = _positive("linger", linger)
-    poll = _positive("poll", poll)
-    startup_timeout = _positive("startup_timeout", startup_timeout)
-    plan = _plan_or_env(plan, "pss")
-    coordinator = _pss_check(plan)
-    me = plan.me
-    if me.role not in ("ps", "worker"):
-        raise UsageError(bad_value("task", f"{me.role}:{me.index}",
-                                   "a 'ps' or 'worker' task (the chief coordinates: use parameter_server_strategy())"))
-    _gpus(plan)
-    from tf_for_slurm.host.stop_request import shared_stop_request
-
-    # SIGUSR1/SIGTERM: keep serving; the coordinator stops, checkpoints through us, then says done
-    shared_stop_request(what="this server keeps serving until the coordinator says done")
-    import tensorflow as tf
-
-    server = tf.distribute.Server(tf.train.ClusterSpec(_cluster_spec_dict(plan)), job_name=me.role,
-                                  task_index=me.index, protocol="grpc", config=server_config, start=True)
-    log.info("%s:%d serving at %s (target %s); coordinator chief:0 at %s", me.role, me.index, me.address,
-             server.target, coordinator.address)
-    graph = tf.Graph()
-    with graph.as_default():
-        dequeue = _done_queue(tf, me).dequeue()
-    started = time.monotonic()
-    seen = False
-    down_since: Optional[float] = None
-    with tf.compat.v1.Session(server.target, graph=graph,
-                              config=_session_config(me, poll * 1000)) as sess:
-        while True:
-            try:
-                status = int(sess.run(dequeue))
-            except tf.errors.DeadlineExceededError:
-                pass
-            else:
-                if status == _HELLO:
-                    log.info("%s:%d: coordinator %s is up (it said hello)", me.role, me.index, coordinator.address)
-                    seen, down_since = True, None
-                    continue
-                log.info("%s:%d: coordinator %s said done (status %d)", me.role, me.index, coordinator.address,
-                         status)
-                _linger(coordinator, linger)
-                return status
-            now = time.monotonic()
-            if port_accepts(coordinator.host, coordinator.port, timeout=min(0.5, poll)):
-                if not seen:
-                    log.info("%s:%d: coordinator %s is up", me.role, me.index, coordinator.address)
-                seen, down_since = True, None
-                continue
-            if not seen:
-                if now - started >= startup_timeout:
-                    log.error("%s:%d: coordinator chief:0 at %s never accepted connections in %.0f s: exiting "
-                              "with status %d", me.role, me.index, coordinator.address, startup_timeout,
-                              EXIT_COORDINATOR_NEVER_SEEN)
-                    return EXIT_COORDINATOR_NEVER_SEEN
-                continue
-            if down_since is None:
-                down_since = now
-                log.warning("%s:%d: coordinator %s refuses connections", me.role, me.index, coordinator.address)
-            if now - down_since >= liveness_timeout:
-                log.error("%s:%d: coordinator chief:0 at %s stopped accepting connections %.1f s ago without "
-                          "saying done: exiting with status %d", me.role, me.index, coordinator.address,
-                          now - down_since, EXIT_COORDINATOR_LOST)
-                return EXIT_COORDINATOR_LOST
-
-
-def _linger(coordinator: Task, linger: float) -> None:
-    """Wait until the coordinator's port closes, or `linger` s (see serve_until_done)."""
-    deadline = time.monotonic() + linger
-    while time.monotonic() < deadline and port_accepts(coordinator.host, coordinator.port, timeout=0.2):
-        time.sleep(0.05)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
-
-
-def _enqueue_one(task: Task, value: int, timeout: float, results: dict) -> None:
-    try:
-        if not port_accepts(task.host, task.port, timeout=min(1.0, timeout)):
-            results[task.rank] = "not listening"
-            return
-        import tensorflow as tf
-
-        graph = tf.Graph()
-        with graph.as_default():
-            enqueue = _done_queue(tf, task).enqueue(tf.constant(value, tf.int32))
-        sess = tf.compat.v1.Session(f"grpc://{task.address}", graph=graph,
-                                    config=_session_config(task, timeout * 1000))
-        try:
-            sess.run(enqueue)
-        finally:
-            try:
-                sess.close()
-            except Exception as exc:  # told already; only the close failed
-                log.debug("closing the session to %s:%d failed: %s", task.role, task.index, _one_line(exc))
-        results[task.rank] = "ok"
-    except Exception as exc:  # one unreachable task must not stop the others being told
-        results[task.rank] = _one_line(exc)
-
-
-def _enqueue_all(plan: ClusterPlan, value: int, timeout: float) -> dict:
-    """Enqueue `value` into every ps/worker task's queue, in parallel, within about `timeout` s.
-
-    Threads, not a loop, so one unresponsive task costs `timeout` once, not once per task. We
-    wait for every thread to finish (each is bounded by the session's operation timeout): a thread
-    still inside TensorFlow when the interpreter shuts down aborts the whole process
-    ("FATAL: exception not rethrown"). Daemon threads all the same, so a wedged one cannot keep
-    the coordinator alive forever.
-    """
-    targets = plan.tasks_with_role("ps") + plan.tasks_with_role("worker")
-    results: dict = {}
-    threads = [threading.Thread(target=_enqueue_one, args=(t, value, timeout, results), daemon=True,
-                                name=f"tf-slurm-enqueue-{t.role}{t.index}") for t in targets]
-    for th in threads:
-        th.start()
-    deadline = time.monotonic() + 2 * timeout + 1.0  # TF may apply the timeout twice across a retry
-    for th in threads:
-        th.join(max(0.0, deadline - time.monotonic()))
-    stuck = [th.name for th in threads if th.is_alive()]
-    if stuck:
-        log.warning("enqueue threads still blocked in TensorFlow after %.0f s: %s", 2 * timeout + 1.0, stuck)
-    return {f"{t.role}:{t.index}": results.get(t.rank, f"no answer within {timeout} s") for t in targets}
-
-
-def shutdown_cluster(plan: Optional[ClusterPlan] = None, status: int = 0, timeout: float = 10.0) -> dict:
-    """On the coordinator: tell every ps/worker server to exit with `status`; bounded in time.
-
-    All tasks are told in parallel. A task that is already gone (port closed) is skipped at once;
-    one that does not answer is given up after `timeout` s (at worst about 2 * timeout + 1 s, as
-    TensorFlow may restart its RPC deadline on a retry), so the coordinator never hangs at its end.
-    Returns {"ps:0": "ok" | reason, ...}.
-    """
-    timeout = _positive("timeout", timeout)
-    if isinstance(status, bool) or not isinstance(status, int) or not 0 <= status <= 255:
-        raise UsageError(bad_value("status", status, "an exit status int in [0, 255]"))
-    plan = _plan_or_env(plan, "pss")
-    _pss_check(plan)
-    report = _enqueue_all(plan, status, timeout)
-    for name, outcome in report.items():
-        if outcome == "ok":
-            log.info("shutdown: %s told to exit with status %d", name, status)
-        else:
-            log.warning("shutdown: %s not told (%s)", name, outcome)
-    return report
-
-
-def exit_now(status: int) -> None:
-    """Flush logs and standard streams, then end the process at once with `status`.
-
-    Why: after `serve_until_done` returns, the interpreter's normal teardown with TensorFlow and
-    a live gRPC server loaded takes seconds (measured 1.5 s on a loaded 2-core node) and the
-    Slurm step ends only when every process has. A ps/worker has nothing left to save, so it
-    can skip that teardown. Do not use it where files are still open for writing (checkpoints).
-    """
-    if isinstance(status, bool) or not isinstance(status, int) or not 0 <= status <= 255:
-        raise UsageError(bad_value("status", status, "an exit status int in [0, 255]"))
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):  # closed or replaced stream: nothing to flush
-            pass
-    os._exit(status)
 
 
 def run_parameter_server_strategy(train_fn: Callable[[Any, ClusterPlan], Any],
@@ -436,8 +167,8 @@ def run_parameter_server_strategy(train_fn: Callable[[Any, ClusterPlan], Any],
     """
     if not callable(train_fn):
         raise UsageError(bad_value("train_fn", train_fn, "a callable train_fn(strategy, plan)"))
-    plan = _plan_or_env(plan, "pss")
-    _pss_check(plan)
+    plan = plan_or_env(plan, "pss")
+    pss_coordinator(plan)
     me = plan.me
     if me.role in ("ps", "worker"):
         return serve_until_done(plan, **serve_kwargs)

@@ -27,7 +27,7 @@ from tf_for_slurm.plan.addresses import parse_policy
 from tf_for_slurm.runtime import launch
 from tf_for_slurm.ServerDictionary import GetServerDictionary
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mnist_distributed" / "LaunchTFServerWithHooks.py"
 STEP = step_env("node[1-3]", "2(x3)", slot=1)  # 6 tasks, this task on node1
 SMALL = step_env("node[1-3]", "1(x3)", slot=1)  # 3 tasks, one per node

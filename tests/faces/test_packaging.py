@@ -15,7 +15,7 @@ import pytest
 import tf_for_slurm
 from wheel_build import build_wheel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _setup_cfg() -> configparser.ConfigParser:

@@ -11,7 +11,7 @@ import pytest
 
 from tf_for_slurm import threads
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_a_started_thread_blocks_the_handled_signals_and_the_caller_keeps_its_mask():

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.slurm
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROBE = str(REPO / "tests" / "slurm_tasks" / "plan_probe.py")
 
 

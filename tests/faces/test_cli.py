@@ -10,7 +10,7 @@ from envs import step_env
 
 from tf_for_slurm.cli import main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run(args, env=None, timeout=60):

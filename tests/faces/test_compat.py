@@ -6,7 +6,7 @@ import sys
 
 from envs import step_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = """
 from tf_for_slurm.ServerDictionary import GetServerDictionary

@@ -23,7 +23,7 @@ from tf_for_slurm.host.environment import noib_address
 from tf_for_slurm.errors import PlanError, UsageError
 from tf_for_slurm.plan import localhost_plan
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "mnist_distributed"
 
 

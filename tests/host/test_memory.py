@@ -18,7 +18,7 @@ from tf_for_slurm.errors import UsageError
 from tf_for_slurm.host.allocation import memory_per_task
 from tf_for_slurm.plan.memory import parse_count, parse_memory_mb, parse_scontrol_records
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # Real `scontrol show partition` text from Slurm 22.05 (the local harness), plus variants.
 PART_DEBUG = """\

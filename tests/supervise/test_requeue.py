@@ -20,7 +20,7 @@ from tf_for_slurm.host.settings import MAX_REQUEUES, count_from
 from tf_for_slurm.plan.requeue import EXIT_REQUEUE_LIMIT, EXIT_TERMINATED, checkpoint_step, decide, signal_name, stop_delay
 from tf_for_slurm.host.stop_request import StopRequest, signals_from_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tf_for_slurm.host.mpi import layout_from_hosts
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_layout_from_hosts_keeps_first_seen_order_and_local_ids():
