@@ -38,6 +38,9 @@ MODEL_DIR="${MODEL_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/runs/mnist_distributed}"  # ch
 ITERATIONS="${ITERATIONS:-800}"         # global-step target
 BATCH_SIZE="${BATCH_SIZE:-64}"          # per worker
 SYNC="${SYNC:-0}"                       # 1: synchronous updates (SyncReplicasOptimizer)
+MIN_STEP_SECONDS="${MIN_STEP_SECONDS:-0}"  # >0: pacing (tests, demos): a worker's step k starts no earlier
+                                        # than k * MIN_STEP_SECONDS s after its start, so one allocation of t s
+                                        # makes at most workers * (t / MIN_STEP_SECONDS + 1) steps on any machine
 MEM_PER_TASK_MB="${MEM_PER_TASK_MB:-}"  # empty: from the allocation (tf-slurm mem); e.g. 10240 as the
                                         # seed did (then sbatch with enough --mem-per-cpu too)
 PYTHON="${PYTHON:-python3}"             # the python that has tf_for_slurm and TensorFlow
@@ -51,6 +54,8 @@ die() { echo "BASH_Distributed_MNIST.sh: error: $*" >&2; exit 2; }
 [[ "$IB" == auto || "$IB" == IB || "$IB" == NoIB ]] || die "IB='$IB': expected auto, IB or NoIB"
 [[ "$NUM_PS" =~ ^[1-9][0-9]*$ ]] || die "NUM_PS='$NUM_PS': expected an integer >= 1"
 [[ "$SYNC" == 0 || "$SYNC" == 1 ]] || die "SYNC='$SYNC': expected 0 or 1"
+[[ "$MIN_STEP_SECONDS" =~ ^[0-9]{1,6}(\.[0-9]{1,6})?$ ]] \
+    || die "MIN_STEP_SECONDS='$MIN_STEP_SECONDS': expected seconds, a number >= 0 (e.g. 0.25)"
 [[ "$WARN_MARGIN" =~ ^[0-9]{1,6}$ ]] || die "WARN_MARGIN='$WARN_MARGIN': expected seconds, an integer >= 0"
 [[ "$MAX_REQUEUES" =~ ^[0-9]{1,6}$ ]] || die "MAX_REQUEUES='$MAX_REQUEUES': expected an integer >= 0"
 
@@ -106,6 +111,7 @@ case "$IB" in   # auto: every task decides the same from the node list, and logs
     auto) export TF_SLURM_ADDRESS="${TF_SLURM_ADDRESS:-auto}" ;;   # a site's own policy (iface:, file:) stays
 esac
 [[ "$SYNC" == 1 ]] && FLAGS+=(--sync)
+[[ "$MIN_STEP_SECONDS" =~ ^[0.]+$ ]] || FLAGS+=(--min_step_seconds "$MIN_STEP_SECONDS")
 [[ "$DOWNLOAD" == 1 ]] && FLAGS+=(--download)
 
 export GRPC_POLL_STRATEGY=poll          # gRPC's epoll engines misbehave on some cluster kernels

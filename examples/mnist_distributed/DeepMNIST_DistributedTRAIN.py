@@ -24,6 +24,7 @@ import tensorflow as tf
 import defaults
 from Hooks import ValidationHook
 from mnist_data import BatchSampler, MnistData
+from pacing import StepPacer, check_min_step_seconds
 from tf_for_slurm.errors import UsageError, bad_value
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def DistributedTrain(*args: Any, **kwargs: Any) -> dict:
       `train_worker` (what `LaunchTFServerWithHooks.py` calls).
     - The seed's `DistributedTrain(FLAGS, task_index, TFCluster, TFServer, QueueHook)` (positional
       or keywords): FLAGS gives data_dir, model_dir, batch_size, Iterations (and, when present,
-      learning_rate, sync, eval_every); see `train_worker_seed_form`.
+      learning_rate, sync, eval_every, min_step_seconds); see `train_worker_seed_form`.
     """
     seed_form = any(k in kwargs for k in ("FLAGS", "TFCluster", "TFServer", "QueueHook")) or (
         bool(args) and hasattr(args[0], "Iterations") and not hasattr(args[0], "target"))
@@ -116,7 +117,8 @@ def train_worker_seed_form(FLAGS: Any, task_index: int, TFCluster: Any, TFServer
     kwargs = dict(data=load_mnist(FLAGS.data_dir), model_dir=FLAGS.model_dir, batch_size=FLAGS.batch_size,
                   iterations=FLAGS.Iterations, learning_rate=getattr(FLAGS, "learning_rate", DEFAULT_LEARNING_RATE),
                   sync=bool(getattr(FLAGS, "sync", False)), is_chief=task_index == 0,
-                  eval_every=getattr(FLAGS, "eval_every", defaults.EVAL_EVERY))
+                  eval_every=getattr(FLAGS, "eval_every", defaults.EVAL_EVERY),
+                  min_step_seconds=getattr(FLAGS, "min_step_seconds", 0.0))
     if isinstance(QueueHook, QueueManagementHook):
         with reporting_done(TFServer.target, QueueHook.n_ps, QueueHook.n_workers, QueueHook.worker_index):
             return train_worker(TFServer, cluster, "worker", task_index, **kwargs)
@@ -135,7 +137,8 @@ def train_worker(server: Any, cluster: dict, job_type: str, task_index: int, *,
                      eval_every: int = 0,
                      checkpoint_every: int = 500,
                      stop_grace_period_secs: int = 2,
-                     stop: Any = None) -> dict:
+                     stop: Any = None,
+                     min_step_seconds: float = 0.0) -> dict:
     """Train on this worker until the global step reaches `iterations`; return a summary dict.
 
     `iterations` is the global-step TARGET, not a count for this run: a rerun on the same
@@ -144,9 +147,14 @@ def train_worker(server: Any, cluster: dict, job_type: str, task_index: int, *,
     the session ConfigProto (default: device filters so workers never depend on each other).
     `stop` is the launcher's StopRequest (its StopOnSignalHook is in `hooks`): when a signal
     stopped training early, the chief says which checkpoint it wrote and how long after the signal.
+    `min_step_seconds` > 0 paces this worker (pacing.py): its step k starts no earlier than
+    k * min_step_seconds after the process started, so in t seconds async workers make at most
+    n_workers * (floor(t / min_step_seconds) + 1) global steps (sync: floor(t / min_step_seconds) + 1),
+    however fast the machine.
     """
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations <= 0:
         raise UsageError(bad_value("iterations", iterations, "a positive global-step target"))
+    pacer = StepPacer(check_min_step_seconds(min_step_seconds, "min_step_seconds"))
     if is_chief is None:
         is_chief = job_type == "chief" or ("chief" not in cluster and task_index == 0)
     trainers = len(cluster.get("worker", ())) + len(cluster.get("chief", ()))
@@ -214,8 +222,12 @@ def train_worker(server: Any, cluster: dict, job_type: str, task_index: int, *,
             result["session_ready_time"] = time.time()
             if result["resumed_from"]:
                 log.info("%s: resumed from %s at global step %d", me, result["resumed_from"], start)
+            if pacer.min_seconds:
+                log.info("%s: paced: at most one training step per %g s since the process started "
+                         "(min_step_seconds)", me, pacer.min_seconds)
             while not sess.should_stop():
                 bx, by = sampler.next()
+                pacer.step()  # no-op unless min_step_seconds > 0
                 sess.run(train_op, feed_dict={x: bx, y: by})
                 steps += 1
                 if steps == 1:  # start-up cost: wall clock, and this process's CPU seconds so far

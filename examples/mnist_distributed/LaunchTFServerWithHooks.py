@@ -27,6 +27,7 @@ try:  # run from a checkout without installing the package
 except ImportError:  # pragma: no cover - depends on how the example is run
     sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
+import pacing  # noqa: E402  (--min_step_seconds: its clock starts on this import)
 from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value  # noqa: E402
 
 log = logging.getLogger("LaunchTFServerWithHooks")
@@ -65,6 +66,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="chief: held-out accuracy every N global steps (0: only at the end)")
     p.add_argument("--download", action="store_true",
                    help="fetch the standard MNIST files into --data_dir first (needs internet)")
+    p.add_argument("--min_step_seconds", type=float, default=0.0, metavar="S",
+                   help=pacing.HELP + "; each worker paces its own steps: at most workers * (floor(t / S) + 1) "
+                                      "global steps in t seconds (--sync: floor(t / S) + 1)")
     args = p.parse_args(argv)
     check_flags(args)
     return args
@@ -81,6 +85,7 @@ def check_flags(args: argparse.Namespace) -> None:
             ("--eval_every", args.eval_every, args.eval_every >= 0, "0 (only at the end) or a step count")):
         if not ok:
             raise UsageError(bad_value(name, value, expected))
+    pacing.check_min_step_seconds(args.min_step_seconds)  # also rejects nan and inf
 
 
 def check_model_dir(path: str) -> None:
@@ -151,7 +156,8 @@ def main(argv=None) -> int:
                          data=data, model_dir=args.model_dir, batch_size=args.batch_size,
                          iterations=args.Iterations, learning_rate=args.learning_rate,
                          sync=args.sync, is_chief=ctx.is_chief, hooks=ctx.hooks,
-                         config=ctx.session_config, eval_every=args.eval_every, stop=ctx.stop)
+                         config=ctx.session_config, eval_every=args.eval_every, stop=ctx.stop,
+                         min_step_seconds=args.min_step_seconds)
 
     from tf_for_slurm.runtime.launch import launch
 

@@ -22,6 +22,8 @@ except ImportError:  # pragma: no cover - depends on how the example is run
 
 import tensorflow as tf  # noqa: E402
 
+from pacing import HELP as PACING_HELP  # noqa: E402
+
 
 class MLP(tf.Module):
     """784-128-10 with ReLU; variables are created where the strategy's scope puts them."""
@@ -66,6 +68,8 @@ def common_flags(description: str) -> argparse.ArgumentParser:
     p.add_argument("--batch_size", type=int, default=64, help="per-worker batch size")
     p.add_argument("--Iterations", type=int, default=300, help="training steps")
     p.add_argument("--learning_rate", type=float, default=0.1, help="SGD learning rate")
+    p.add_argument("--min_step_seconds", type=float, default=0.0, metavar="S",
+                   help=PACING_HELP + ": at most floor(t / S) + 1 steps in t seconds")
     return p
 
 

@@ -13,6 +13,10 @@ accuracy at the end.
 With --model_dir, training is resumable: SIGUSR1 (Slurm's time-limit warning, passed on by the
 templates) or SIGTERM stops every worker at the same step, a checkpoint is written, the process
 exits 0, and a rerun on the same --model_dir continues from that step to --Iterations.
+
+--min_step_seconds S (tests, demos) paces every worker: its step k starts no earlier than k * S
+seconds after the process started (pacing.py); the steps are synchronous, so t seconds after the
+start at most floor(t / S) + 1 steps were made, on any machine.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import logging
 import sys
 import time
 
+from pacing import StepPacer, check_min_step_seconds  # first: its clock starts on import
 from tf2_common import MLP, common_flags, heldout_accuracy, loss_fn, tf, write_metrics
 
 from mnist_data import BatchSampler, load_mnist
@@ -34,6 +39,7 @@ log = logging.getLogger("tf2_mwms")
 
 def main(argv=None) -> int:
     args = common_flags(__doc__.splitlines()[0]).parse_args(argv)
+    pacer = StepPacer(check_min_step_seconds(args.min_step_seconds))  # before any server starts
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     tf.get_logger().setLevel(logging.WARNING)  # one INFO line per all-reduce otherwise
     from tf_for_slurm import plan_from_env
@@ -71,6 +77,7 @@ def main(argv=None) -> int:
     step = start
     while step < args.Iterations and not agreed_stop():
         bx, by = sampler.next()
+        pacer.step()  # no-op unless --min_step_seconds > 0
         loss = train_step(tf.constant(bx), tf.constant(by))
         step += 1
         if step % 100 == 0 and chief:

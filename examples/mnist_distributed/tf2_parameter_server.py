@@ -12,6 +12,11 @@ non-zero if the chief dies, so the Slurm step ends either way.
 With --model_dir, training is resumable: on SIGUSR1 (Slurm's time-limit warning, passed on by the
 templates) or SIGTERM the coordinator stops scheduling, waits for the steps in flight, writes a
 checkpoint and ends the servers with status 0; a rerun continues from that step to --Iterations.
+
+--min_step_seconds S (tests, demos) paces the coordinator's scheduling loop: step k is scheduled no
+earlier than k * S seconds after the process started (pacing.py), so t seconds after the start at
+most floor(t / S) + 1 steps were even scheduled (and so applied), however many workers there are
+and however fast they run.
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ import logging
 import sys
 import time
 
+from pacing import StepPacer, check_min_step_seconds  # first: its clock starts on import
 from tf2_common import MLP, common_flags, heldout_accuracy, loss_fn, tf, write_metrics
 
 from mnist_data import load_mnist
 from tf_for_slurm import plan_from_env
 from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value
 from tf_for_slurm.runtime.resume import LoopCheckpoint
-from tf_for_slurm.runtime.tf2 import run_parameter_server_strategy
+from tf_for_slurm.runtime.tf2 import exit_now, run_parameter_server_strategy
 from tf_for_slurm.stop_request import shared_stop_request
 
 log = logging.getLogger("tf2_parameter_server")
@@ -69,9 +75,11 @@ def make_train_fn(args, data):
             x, y = next(it)
             return strategy.run(replica_step, args=(x, y))
 
+        pacer = StepPacer(args.min_step_seconds)  # no-op unless --min_step_seconds > 0
         t0 = time.time()
         step = start
         while step < args.Iterations and not stop.requested:  # the coordinator alone decides
+            pacer.step()  # the global bound: step k is not scheduled before k * S s
             loss = coordinator.schedule(step_fn, args=(iterator,))
             step += 1
             if step % 100 == 0:
@@ -103,6 +111,7 @@ def main(argv=None) -> int:
     parser.add_argument("--ps", type=int, default=1, help="number of parameter servers")
     parser.add_argument("--workers", type=int, default=2, help="number of workers")
     args = parser.parse_args(argv)
+    check_min_step_seconds(args.min_step_seconds)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     shared_stop_request()  # from the start: a time-limit warning may come before training does
     tf.get_logger().setLevel(logging.WARNING)
@@ -113,7 +122,13 @@ def main(argv=None) -> int:
     tasks = ["chief"] + ["ps"] * args.ps + ["worker"] * args.workers
     plan = plan_from_env(tasks=tasks)  # checks 1 + ps + workers == the step's task count
     data = load_mnist(args.data_dir) if plan.me.role == "chief" else None  # only the chief reads
-    return run_parameter_server_strategy(make_train_fn(args, data), plan)
+    status = run_parameter_server_strategy(make_train_fn(args, data), plan)
+    if plan.me.role == "chief":
+        # The checkpoint and metrics.json are written and closed: skip the interpreter's teardown with
+        # TensorFlow loaded (slow, and seen to abort, status 134, after a stop at step 0 on a loaded
+        # node, which failed a job that only had to requeue).
+        exit_now(status)
+    return status
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from envs import step_env
 from test_cli import BAD_CALLS
-from test_memory import BAD as BAD_MEMORY
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "host"))  # the memory table lives with its tests
+from test_memory import BAD as BAD_MEMORY  # noqa: E402
 from test_slurm_env import BAD_ENVS
 
 import tf_for_slurm

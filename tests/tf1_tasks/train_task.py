@@ -4,6 +4,9 @@
         [--mode async|sync|raise|exit0] [--steps N] [--raise-rank R] [--liveness 5]
 
 --mode exit0: the task --raise-rank exits 0 at once, before starting its server (never reports).
+--first-steps-together: the chief, after its first step, waits until every worker has made its
+first step (a "first_step" event each), so every worker trains at least one step however fast the
+chief runs through --steps (without it, a worker that opens its session late may find none left).
 
 Appends JSON lines {"rank", "role", "event", "t"} to --events (wall-clock seconds) so the test
 can measure shutdown latencies across processes.  Exit status: launch's return, 2 for a
@@ -42,6 +45,19 @@ class _PsExitEvent(logging.Handler):
             event(self.path, self.rank, "ps", "exit", rc=record.args[0])
 
 
+def wait_for_first_steps(args, trainers: int, timeout: float = 120.0) -> None:
+    """Until `trainers` tasks wrote a "first_step" event (this one included)."""
+    end = time.monotonic() + timeout
+    while True:
+        with open(args.events) as f:
+            firsts = {json.loads(line)["rank"] for line in f if '"first_step"' in line}
+        if len(firsts) >= trainers:
+            return
+        if time.monotonic() > end:
+            raise RuntimeError(f"only ranks {sorted(firsts)} made a first step within {timeout:.0f} s")
+        time.sleep(0.02)
+
+
 def make_train(args, rank: int):
     def train(ctx) -> None:
         import numpy as np
@@ -72,6 +88,10 @@ def make_train(args, rank: int):
                     xb = rng.normal(size=(16, 4)).astype(np.float32)
                     _, step, lv = sess.run([train_op, gs, loss], {x: xb, y: xb @ true_w})
                     local += 1
+                    if local == 1 and args.first_steps_together:
+                        event(args.events, rank, ctx.job_type, "first_step", step=int(step))
+                        if ctx.is_chief:
+                            wait_for_first_steps(args, ctx.num_workers)
                     if local == 5:
                         event(args.events, rank, ctx.job_type, "training", step=int(step))
                     if args.mode == "raise" and rank == args.raise_rank and local == 5:
@@ -91,6 +111,7 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--raise-rank", type=int, default=-1)
     p.add_argument("--barrier", action="store_true")
+    p.add_argument("--first-steps-together", action="store_true")
     p.add_argument("--liveness", type=float, default=5.0)
     p.add_argument("--startup-grace", type=float, default=60.0)
     p.add_argument("--late-start-grace", type=float, default=30.0)

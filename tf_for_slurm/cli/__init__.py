@@ -25,6 +25,7 @@ from tf_for_slurm.plan.addresses import parse_policy
 from tf_for_slurm.plan.cluster import build_plan
 from tf_for_slurm.plan.gpus import gpu_view, parse_gpu_list
 from tf_for_slurm.plan.step import offline_step
+from tf_for_slurm.supervise import child_process
 
 log = logging.getLogger("tf_for_slurm.cli")
 
@@ -311,7 +312,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         command = command[1:]
     if args.supervisor_log_level is not None:
         level = _level(args.supervisor_log_level, "--supervisor-log-level")
-        logging.getLogger("tf_for_slurm.supervisor").setLevel(level)
+        logging.getLogger(child_process.LOGGER).setLevel(level)
     return task_exec.run(command, tasks=args.tasks.split(",") if args.tasks else None, ps=args.ps,
                          placement=args.placement, chief=args.chief, address=args.address,
                          strategy=args.strategy, drain=args.drain, device_filters=not args.no_device_filters,

@@ -23,7 +23,7 @@ from tf_for_slurm.errors import PlanError, UsageError
 from tf_for_slurm.plan import localhost_plan
 from tf_for_slurm.runtime import tf2, tf2_plan
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf2_tasks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tf2_tasks"))
 import tf2_cluster  # noqa: E402
 
 HAVE_TF = importlib.util.find_spec("tensorflow") is not None

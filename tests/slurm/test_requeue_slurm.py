@@ -10,11 +10,16 @@ the longest of them, not the sum; before them, alone, a fourth job is cancelled 
 scancel.  WARN_MARGIN=15: Slurm sends the warning up to 60 s early; batch-step passes it on when
 15 s are left.  The delays from the warning to the checkpoint and
 to the requeue are read from the logs and printed (pytest -s shows them).
+
+The three jobs are paced (the examples' --min_step_seconds, MIN_STEP_SECONDS for the TF1
+template), so one allocation cannot reach the target on a machine of any speed: see the
+arithmetic at the targets.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -30,15 +35,34 @@ HAVE_MNIST = any((MNIST / f"t10k-images-idx3-ubyte{ext}").exists() for ext in ("
 MNIST_TEMPLATE = REPO / "scripts" / "BASH_Distributed_MNIST.sh"
 JOB_TEMPLATE = REPO / "scripts" / "tf_slurm_job.sh"
 EXAMPLES = REPO / "examples" / "mnist_distributed"
-# Targets no 1-minute run reaches: each run stops 15 s before its limit, after 10-35 s of training
-# here (start-up shares 2 cores with the other jobs). Measured first runs, WARN_MARGIN=15: TF1
-# 462-562 steps, MWMS 790-1061, PSS 200-1300 (its start-up varies most; it reached 800 once with a
-# target of 800, and the job rightly ended without a requeue). The targets are 1.6-1.8 times the
-# most seen, so every job requeues at least once, usually once only (twice after slow start-ups).
-TF1_TARGET = 900
-MWMS_TARGET = 1700
-PSS_TARGET = 2400
+# Targets no 1-minute allocation can reach, whatever the machine's speed, by pacing: with
+# --min_step_seconds S a trainer's step k starts no earlier than k * S s after its process started
+# (examples/mnist_distributed/pacing.py), so t s after that start at most floor(t / S) + 1 steps
+# have started. TF1 async: each of the 2 workers paces itself; MWMS: the steps are synchronous (one
+# pacer); PSS: the coordinator paces what it schedules (one pacer).
+#   How long one allocation can train: the processes start inside it, and a run that ends on the
+# time-limit warning stops at its next step once batch-step passes the warning on, 15 s before the
+# 60 s limit; ALLOCATION_S adds scripts/local_slurm.sh's KillWait=5 and OverTimeLimit=0 (the
+# default) on top. (If the warning did not stop a job's first run, the job would end unrequeued,
+# TIMEOUT or COMPLETED with Restarts=0, and fail here whatever the speed.)
+#   TF1:  2 * (floor(65 / 0.24) + 1) = 2 * 271 = 542  < 600
+#   MWMS:      floor(65 / 0.07) + 1  =      929       < 1000
+#   PSS:       floor(65 / 0.14) + 1  =      465       < 500
+# (checked in `requeued` before anything is submitted). The targets are what the accuracy checks
+# need, no more. Here (2 cores shared by the 3 jobs; start-up takes 20-40 s of each run, which
+# stops 15 s before its limit; a trainer then catches up on the steps its start-up owed it) a job
+# needs 2-3 allocations.
+ALLOCATION_S = 60 + 5 + 0  # --time=1 + KillWait + OverTimeLimit
+TF1_STEP_S, TF1_WORKERS, TF1_TARGET = 0.24, 2, 600
+MWMS_STEP_S, MWMS_TARGET = 0.07, 1000
+PSS_STEP_S, PSS_TARGET = 0.14, 500
 COMMON = ["--time=1", "--signal=B:USR1@30"]
+
+
+def max_steps_in_one_allocation(min_step_s: float, pacers: int) -> int:
+    """The most global steps `pacers` pacers of --min_step_seconds `min_step_s` start in one allocation."""
+    return pacers * (math.floor(ALLOCATION_S / min_step_s) + 1)
+
 
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
 
@@ -55,6 +79,9 @@ def requeued(slurm_cluster, tmp_path_factory) -> Dict[str, dict]:
     base = {"PYTHON": PYTHON, "TF_SLURM_REPO": str(REPO), "PYTHONPATH": str(REPO), "DATA_DIR": str(MNIST),
             "WARN_MARGIN": "15", "LOG_LEVEL": "INFO", "IB": "NoIB", "TF_CPP_MIN_LOG_LEVEL": "2"}
     jobs: Dict[str, dict] = {}
+    for pace, pacers, target in ((TF1_STEP_S, TF1_WORKERS, TF1_TARGET), (MWMS_STEP_S, 1, MWMS_TARGET),
+                                 (PSS_STEP_S, 1, PSS_TARGET)):  # by construction, not by this machine's speed
+        assert max_steps_in_one_allocation(pace, pacers) < target, (pace, pacers, target)
     try:
         # first, alone: a job a user cancels (plain scancel: SIGTERM, KillWait=5 s later SIGKILL) once
         # it trained past the chief's first held-out evaluation (global step 200)
@@ -77,18 +104,20 @@ def requeued(slurm_cluster, tmp_path_factory) -> Dict[str, dict]:
         model = tmp / "tf1"
         jobs["tf1"] = dict(model=model, target=TF1_TARGET, job=_submit(
             slurm_cluster, ["-o", str(tmp / "tf1-%j.out"), str(MNIST_TEMPLATE)],
-            {**base, "MODEL_DIR": str(model), "ITERATIONS": str(TF1_TARGET), "NUM_PS": "1"}, tmp))
+            {**base, "MODEL_DIR": str(model), "ITERATIONS": str(TF1_TARGET), "NUM_PS": "1",
+             "MIN_STEP_SECONDS": str(TF1_STEP_S)}, tmp))
         model = tmp / "mwms"
         jobs["mwms"] = dict(model=model, target=MWMS_TARGET, job=_submit(
             slurm_cluster, ["-N2", "-n2", "-o", str(tmp / "mwms-%j.out"), str(JOB_TEMPLATE),
                             str(EXAMPLES / "tf2_mwms.py"), "--data_dir", str(MNIST), "--model_dir", str(model),
-                            "--Iterations", str(MWMS_TARGET)],
+                            "--Iterations", str(MWMS_TARGET), "--min_step_seconds", str(MWMS_STEP_S)],
             {**base, "MODEL_DIR": str(model), "NUM_PS": "0", "TARGET": str(MWMS_TARGET)}, tmp))
         model = tmp / "pss"
         jobs["pss"] = dict(model=model, target=PSS_TARGET, job=_submit(
             slurm_cluster, ["-N3", "-n4", "-o", str(tmp / "pss-%j.out"), str(JOB_TEMPLATE),
                             str(EXAMPLES / "tf2_parameter_server.py"), "--data_dir", str(MNIST), "--model_dir",
-                            str(model), "--Iterations", str(PSS_TARGET), "--ps", "1", "--workers", "2"],
+                            str(model), "--Iterations", str(PSS_TARGET), "--ps", "1", "--workers", "2",
+                            "--min_step_seconds", str(PSS_STEP_S)],
             {**base, "MODEL_DIR": str(model), "TASKS": "chief,ps,worker,worker", "TARGET": str(PSS_TARGET)}, tmp))
         deadline = time.monotonic() + 480
         for name in ("tf1", "mwms", "pss"):

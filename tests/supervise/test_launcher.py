@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from tf_for_slurm import launcher
+from tf_for_slurm.cli import local
 from tf_for_slurm.errors import UsageError
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 TASKS = HERE / "launcher_tasks"
 ROOT = HERE.parent
 PY = sys.executable
@@ -145,16 +146,16 @@ def test_launch_rejects_bad_roles_and_job_id(kw, needle):
 
 def test_main_rejects_empty_command():
     parser = argparse.ArgumentParser()
-    launcher.add_arguments(parser)
+    local.add_arguments(parser)
     for argv in (["-n", "2"], ["-n", "2", "--"]):
         with pytest.raises(UsageError) as err:
-            launcher.main(parser.parse_args(argv))
+            local.main(parser.parse_args(argv))
         assert "command" in str(err.value)
 
 
 def test_arguments_parse_command_after_double_dash():
     parser = argparse.ArgumentParser()
-    launcher.add_arguments(parser)
+    local.add_arguments(parser)
     args = parser.parse_args(["-n", "3", "--nodes", "2", "--ps", "1", "--", "python", "-c", "x", "--ps", "9"])
     assert (args.ntasks, args.nodes, args.ps) == (3, 2, 1)
     assert [a for a in args.command if a != "--"] == ["python", "-c", "x", "--ps", "9"]
@@ -173,9 +174,11 @@ def parse_prefixed(text: str) -> dict:
 
 
 @pytest.mark.timeout(60)
-def test_launch_prefixes_ranks_and_sets_env_per_rank():
+def test_launch_prefixes_ranks_and_sets_env_per_rank(tmp_path):
+    # the ps is ended once the workers are done: the workers wait until it has printed (print_env.py)
     res = run_local("-n", "4", "--tasks-per-node", "3,1", "--tasks", "ps,worker,worker,worker",
-                    "--job-id", "31337", "--", PY, str(TASKS / "print_env.py"))
+                    "--job-id", "31337", "--", PY, str(TASKS / "print_env.py"), "--ps-printed",
+                    str(tmp_path / "ps-printed"))
     assert res.returncode == 0, res.stderr
     out = parse_prefixed(res.stdout)
     assert sorted(out) == [0, 1, 2, 3]
@@ -227,13 +230,13 @@ def test_first_failure_ends_the_others_and_sets_status(tmp_path):
     script = (
         'd=%s; r=$SLURM_PROCID\n'
         'if [ "$r" = 1 ]; then while [ ! -f $d/pid0 ] || [ ! -f $d/pid2 ] || [ ! -f $d/gc0 ]; do sleep 0.05; done;'
-        ' echo failing; exit 3; fi\n'
+        ' echo failing; date +%%s.%%N > $d/failed_at; exit 3; fi\n'
         'if [ "$r" = 0 ]; then exec %s %s --ignore-term --pidfile $d/pid0 --grandchild-pidfile $d/gc0; fi\n'
         'exec %s %s --pidfile $d/pid2\n'
     ) % (tmp_path, PY, TASKS / "fake_server.py", PY, TASKS / "fake_server.py")
-    start = time.monotonic()
     res = run_local("-n", "3", "--kill-grace", "0.5", "--", "sh", "-c", script)
-    took = time.monotonic() - start
+    # from the failure, not from the launch: how fast the processes start is not what is timed
+    took = time.time() - float((tmp_path / "failed_at").read_text())
     assert res.returncode == 3, res.stderr
     assert "1: failing" in res.stdout
     assert "task 1 exited with status 3" in res.stderr
@@ -251,9 +254,11 @@ def test_status_of_a_task_killed_by_a_signal_is_128_plus_signo():
 
 @pytest.mark.timeout(60)
 def test_all_succeed_is_zero_and_leftover_background_children_are_ended(tmp_path):
-    # a task that exits 0 but leaves a background child: the launcher must not leave it behind
+    # a task that exits 0 but leaves a background child: the launcher must not leave it behind.
+    # --ps 0: both tasks are trainers, whose end the step waits for (a ps is ended once the
+    # trainers are done, possibly before its shell wrote its bg file)
     script = f'sleep 1000 & echo $! > {tmp_path}/bg$SLURM_PROCID; exit 0'
-    res = run_local("-n", "2", "--kill-grace", "0.5", "--", "sh", "-c", script)
+    res = run_local("-n", "2", "--ps", "0", "--kill-grace", "0.5", "--", "sh", "-c", script)
     assert res.returncode == 0, res.stderr
     for rank in range(2):
         pid = int((tmp_path / f"bg{rank}").read_text())
@@ -263,11 +268,13 @@ def test_all_succeed_is_zero_and_leftover_background_children_are_ended(tmp_path
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("signo", [signal.SIGINT, signal.SIGTERM])
 def test_signal_to_launcher_is_forwarded_to_every_task(tmp_path, signo):
-    # each task traps the signal, says so, and exits 0; the launcher then exits 128+signo
+    # each task traps the signal, says so, and exits 0; the launcher then exits 128+signo.
+    # --ps 0: every task is a trainer, whose end the step waits for (a ps would be ended once the
+    # trainers are done, possibly before its trap had printed)
     name = signal.Signals(signo).name[3:]
     script = (f"trap 'echo got-{name}; exit 0' {name}; touch {tmp_path}/ready$SLURM_PROCID; "
               "while true; do sleep 0.05; done")
-    proc = subprocess.Popen([PY, "-m", "tf_for_slurm.launcher", "-n", "3", "--", "sh", "-c", script],
+    proc = subprocess.Popen([PY, "-m", "tf_for_slurm.launcher", "-n", "3", "--ps", "0", "--", "sh", "-c", script],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: all((tmp_path / f"ready{r}").exists() for r in range(3)), 20, "tasks to start")

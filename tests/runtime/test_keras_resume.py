@@ -18,7 +18,7 @@ from tf_for_slurm.host.stop_request import StopRequest  # not installed: this pr
 
 pytestmark = [pytest.mark.tf]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TASK = REPO / "tests" / "tf2_tasks" / "fit_resume.py"
 
 

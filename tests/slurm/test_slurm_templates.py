@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.slurm
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 JOB_TEMPLATE = REPO / "scripts" / "tf_slurm_job.sh"
 TASKS = REPO / "tests" / "slurm_tasks"
 
@@ -66,11 +66,15 @@ def test_mnist_template_completes_when_a_worker_exits_0_at_start(slurm_cluster, 
     log = (tmp_path / f"job-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-4000:])
     assert "held-out accuracy" in log, log[-4000:]  # worker 0 trained to the end
-    start, end = (info[k] for k in ("StartTime", "EndTime"))
     from datetime import datetime
 
-    took = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
-    assert took < 120, (took, log[-3000:])
+    # from the end of training (the chief's last evaluation, logged with its time), not from the job's
+    # start: how fast TensorFlow starts and trains here is not what is timed
+    trained = re.findall(r"^\d: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ INFO Hooks: global step \d+: held-out accuracy",
+                         log, re.M)
+    assert trained, log[-4000:]
+    took = (datetime.fromisoformat(info["EndTime"]) - datetime.fromisoformat(trained[-1])).total_seconds()
+    assert took < 30, (took, log[-3000:])  # not after a grace (a ps's late-start grace alone is 30 s)
 
 
 @pytest.mark.timeout(200)

@@ -1,4 +1,4 @@
-"""The sbatch templates evaluate nothing they are given, and the arithmetic they share is tested once.
+"""The sbatch templates evaluate nothing they are given (their shared arithmetic: tests/host/test_batch_settings.py).
 
 Bash evaluates a variable's value inside `$((...))` as an expression, array subscripts included:
 `SLURM_NTASKS='a[$(touch /tmp/x)]'` ran `touch` in the templates.  Here every variable a template
@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tf_for_slurm.plan.batch_settings import batch_settings, first_failure, strict_int
-from tf_for_slurm.errors import TfSlurmError, UsageError
+# Slurm's side of the project: the templates run under bash with stand-ins for srun and scontrol
+# (224 template runs: the slow part of what used to be one module)
+pytestmark = pytest.mark.slurm
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = {"mnist": REPO / "scripts" / "BASH_Distributed_MNIST.sh", "generic": REPO / "scripts" / "tf_slurm_job.sh"}
 
 # stand-ins: srun records its arguments (and optionally fails as srun does); scontrol knows nothing
@@ -38,10 +39,11 @@ VARIABLES = ["IB", "NUM_PS", "LOG_LEVEL", "PS_LOG_LEVEL", "DATA_DIR", "DOWNLOAD"
              "BATCH_SIZE", "SYNC", "MEM_PER_TASK_MB", "PYTHON", "TF_SLURM_REPO", "TRAIN_SCRIPT", "SLURM_JOB_ID",
              "SLURM_NTASKS", "SLURM_CPUS_PER_TASK", "SLURM_TASKS_PER_NODE", "SLURM_JOB_NODELIST",
              "SLURM_JOB_PARTITION", "SLURM_SUBMIT_DIR", "SLURM_MEM_PER_CPU", "TF_SLURM_IB_TEMPLATE",
-             "TF_SLURM_ADDRESS", "TF_CPP_MIN_LOG_LEVEL", "TMPDIR", "WARN_MARGIN", "MAX_REQUEUES"]
+             "TF_SLURM_ADDRESS", "TF_CPP_MIN_LOG_LEVEL", "TMPDIR", "WARN_MARGIN", "MAX_REQUEUES", "MIN_STEP_SECONDS"]
 PAYLOADS = ["$(touch {m})", "`touch {m}`", "a[$(touch {m})]", "PATH[$(touch {m})]"]
 NUMERIC = {"SLURM_NTASKS", "SLURM_CPUS_PER_TASK", "SLURM_TASKS_PER_NODE", "SLURM_MEM_PER_CPU", "NUM_PS",
            "MEM_PER_TASK_MB", "WARN_MARGIN", "MAX_REQUEUES"}
+NUMERIC_IN = {"mnist": {"MIN_STEP_SECONDS"}, "generic": set()}  # read by one template only
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,7 @@ def test_no_value_is_evaluated(name, variable, tmp_path, fake_bin):
         r = run_template(name, run_dir, fake_bin, **{variable: payload.format(m=marker)})
         assert not marker.exists(), (variable, payload, r.stderr[-2000:])
         assert "Traceback" not in r.stderr, r.stderr[-2000:]
-        if variable in NUMERIC:  # refused with one line naming the variable, before srun
+        if variable in NUMERIC | NUMERIC_IN[name]:  # refused with one line naming the variable, before srun
             assert r.returncode == 2, (variable, payload, r.returncode, r.stderr[-2000:])
             assert variable in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
             assert not (run_dir / "srun.args").exists()
@@ -97,66 +99,23 @@ def test_template_numbers_reach_srun(name, tmp_path, fake_bin):
 
 
 @pytest.mark.timeout(120)
+def test_mnist_template_passes_min_step_seconds_only_when_set(tmp_path, fake_bin):
+    for value, expected in (("0", None), ("0.25", "0.25")):
+        run_dir = tmp_path / f"run{value}"
+        run_dir.mkdir()
+        r = run_template("mnist", run_dir, fake_bin, MIN_STEP_SECONDS=value)
+        assert r.returncode == 0, r.stderr[-2000:]
+        args = (run_dir / "srun.args").read_text().splitlines()
+        got = args[args.index("--min_step_seconds") + 1] if "--min_step_seconds" in args else None
+        assert got == expected, args
+    for bad in ("-1", "1e3", "0.25s", ".5"):
+        r = run_template("mnist", tmp_path, fake_bin, MIN_STEP_SECONDS=bad)
+        assert r.returncode == 2 and f"MIN_STEP_SECONDS='{bad}'" in r.stderr, r.stderr
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
 def test_template_exits_with_the_first_failing_tasks_status(name, tmp_path, fake_bin):
     r = run_template(name, tmp_path, fake_bin, FAKE_SRUN_FAIL="3")
     assert r.returncode == 3, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
     assert "srun exit status 143" in r.stdout and "exit status 3 (the first failing task's)" in r.stdout
-
-
-# -- the helper itself -------------------------------------------------------------------------
-ENV = {"SLURM_NTASKS": "6", "SLURM_CPUS_PER_TASK": "2", "SLURM_TASKS_PER_NODE": "3,2,1", "SLURM_MEM_PER_CPU": "512"}
-
-
-def test_batch_settings_values():
-    assert batch_settings(ENV, num_ps="2") == {"NTASKS": 6, "CPUS_PER_TASK": 2, "NUM_WORKERS": 4,
-                                               "MEM_PER_CPU": 512, "RESV_PORTS": 6}
-    assert batch_settings(ENV, num_ps="0", mem_per_task_mb="1025")["MEM_PER_CPU"] == 513
-    no_cpus = {k: v for k, v in ENV.items() if k != "SLURM_CPUS_PER_TASK"}
-    assert batch_settings(no_cpus, num_ps="1")["CPUS_PER_TASK"] == 1
-
-
-@pytest.mark.parametrize("env,kwargs,needle", [
-    ({"SLURM_NTASKS": "a[$(touch x)]"}, {}, "SLURM_NTASKS='a[$(touch x)]'"),
-    ({"SLURM_NTASKS": "+6"}, {}, "SLURM_NTASKS='+6'"),
-    ({"SLURM_NTASKS": "6_0"}, {}, "SLURM_NTASKS='6_0'"),
-    ({"SLURM_NTASKS": "٦"}, {}, "SLURM_NTASKS='٦'"),
-    ({"SLURM_NTASKS": "0"}, {}, "SLURM_NTASKS='0': expected an integer in 1-"),
-    ({"SLURM_NTASKS": ""}, {}, "SLURM_NTASKS is not set"),
-    ({"SLURM_CPUS_PER_TASK": "`id`"}, {}, "SLURM_CPUS_PER_TASK='`id`'"),
-    ({"SLURM_TASKS_PER_NODE": "PATH[$(id)]"}, {}, "SLURM_TASKS_PER_NODE='PATH[$(id)]'"),
-    ({}, {"num_ps": "6"}, "NUM_PS=6 leaves no worker in 6 tasks"),
-    ({}, {"num_ps": "0", "min_ps": 1}, "NUM_PS='0': expected an integer in 1-"),
-    ({}, {"mem_per_task_mb": "1e3"}, "MEM_PER_TASK_MB='1e3'"),
-    ({"SLURM_MEM_PER_CPU": "99999999999999999999999T"}, {}, "SLURM_MEM_PER_CPU='99999999999999999999999T'"),
-])
-def test_batch_settings_refuses(env, kwargs, needle):
-    with pytest.raises(TfSlurmError) as info:
-        batch_settings({**ENV, **env}, **{"num_ps": "1", **kwargs})
-    assert needle in str(info.value) and "\n" not in str(info.value)
-
-
-def test_strict_int_bounds():
-    assert strict_int(" 42 ", "X") == 42
-    with pytest.raises(UsageError, match="X='9999999999999999999': expected an integer >= 0"):
-        strict_int("9999999999999999999", "X")  # 19 digits: beyond any count a template needs
-
-
-SRUN_143 = """0: some task output
-srun: error: node3: task 2: Exited with exit code 3
-srun: launch/slurm: _step_signal: Terminating StepId=222955.0
-0: slurmstepd-node1: error: *** STEP 222955.0 ON node1 CANCELLED AT 2026-11-22T11:25:34 ***
-srun: error: node2: task 1: Terminated
-srun: error: node1: task 0: Terminated
-"""
-
-
-@pytest.mark.parametrize("text,status,expected", [
-    (SRUN_143, 143, 3),  # as srun 22.05 wrote it (measured): the first failing task's own status
-    ("srun: error: node2: tasks 1-2: Killed\nsrun: error: node1: task 0: Terminated\n", 137, 137),
-    ("srun: error: node1: task 0: Exited with exit code 2\n", 2, 2),
-    ("nothing srun said about its tasks\n", 1, 1),
-    ("srun: error: node3: task 2: Exited with exit code 3\n", 0, 0),
-])
-def test_first_failure(text, status, expected):
-    assert first_failure(text, status) == expected

@@ -18,7 +18,7 @@ import pytest
 from tf_for_slurm.errors import PlanError, UsageError
 from tf_for_slurm.plan import Task, localhost_plan
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tests" / "tf1_tasks" / "train_task.py"
 CHILD_ENV = {**os.environ, "GRPC_POLL_STRATEGY": "poll", "TF_CPP_MIN_LOG_LEVEL": "2",
              "PYTHONPATH": str(ROOT)}
@@ -240,7 +240,9 @@ def _assert_clean_finish(c: Cluster) -> None:
 @pytest.mark.tf
 @pytest.mark.timeout(300)
 def test_async_one_ps_two_workers(cluster_factory):
-    c = cluster_factory(["ps", "worker", "worker"], mode="async", steps=100)
+    # --first-steps-together: the chief waits after its first step until the other worker made one, so
+    # both train however fast the chief would run through the 100 steps alone
+    c = cluster_factory(["ps", "worker", "worker"], mode="async", steps=100, extra=("--first-steps-together",))
     _assert_clean_finish(c)
     # async: the two workers' local steps add up to (about) the global 100
     local = [c.event(r, "train_end")["local_steps"] for r in (1, 2)]
@@ -251,7 +253,8 @@ def test_async_one_ps_two_workers(cluster_factory):
 @pytest.mark.tf
 @pytest.mark.timeout(300)
 def test_sync_replicas_one_ps_two_workers(cluster_factory):
-    c = cluster_factory(["ps", "worker", "worker"], mode="sync", steps=60, extra=("--barrier",))
+    c = cluster_factory(["ps", "worker", "worker"], mode="sync", steps=60,
+                        extra=("--barrier", "--first-steps-together"))
     _assert_clean_finish(c)
     # sync: each global step aggregates 2 gradients (from either worker), so the local steps
     # add up to about twice the global steps (async: about once)

@@ -25,7 +25,7 @@ from data_paths import mnist_dir
 
 from tf_for_slurm.errors import UsageError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(REPO, "examples", "mnist_distributed")
 sys.path.insert(0, EXAMPLE)
 
@@ -297,10 +297,17 @@ def _free_base_port(n: int) -> int:
     raise RuntimeError("no free block of ports found")
 
 
+# The step's supervisor ends a ps (TF2: every server) once training is over: SIGTERM, then SIGKILL
+# after TF_SLURM_KILL_GRACE (3 s). The example's servers keep serving on SIGTERM until their done
+# reports came, then print how they ended and exit by themselves; the tests read those lines, so
+# the grace is longer than any run (the test timeouts bound the whole step anyway).
+SERVERS_END_BY_THEMSELVES = {"TF_SLURM_KILL_GRACE": "600"}
+
+
 def _local(n, launcher_args, script, args, timeout):
     cmd = [sys.executable, "-m", "tf_for_slurm", "local", "-n", str(n), *launcher_args, "--",
            sys.executable, os.path.join(EXAMPLE, script), *args]
-    env = _env()
+    env = {**_env(), **SERVERS_END_BY_THEMSELVES}
     env["TF_SLURM_BASE_PORT"] = str(_free_base_port(n))
     return subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=timeout)
@@ -350,7 +357,7 @@ def test_async_run_checkpoints_reaches_accuracy_and_resumes(tmp_path, data_dir):
     # rehearsal by hand) stops it at the next step with a checkpoint, and every task exits 0
     cmd = [sys.executable, "-m", "tf_for_slurm", "local", "-n", "3", "--ps", "1", "--", sys.executable,
            os.path.join(EXAMPLE, "LaunchTFServerWithHooks.py"), *common, "--Iterations", "100000"]
-    env = {**_env(), "TF_SLURM_BASE_PORT": str(_free_base_port(3))}
+    env = {**_env(), **SERVERS_END_BY_THEMSELVES, "TF_SLURM_BASE_PORT": str(_free_base_port(3))}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     try:

@@ -21,7 +21,7 @@ from test_example_mnist import _free_base_port as free_base_port
 
 pytestmark = [pytest.mark.tf]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "tests" / "tf4slurm_tasks"
 EXAMPLE = REPO / "examples" / "mnist_distributed"
 MNIST = mnist_dir()
@@ -45,10 +45,12 @@ def assert_ps_left_with_the_workers(times: dict, out: str) -> float:
     return gap
 
 
-def run_local(tmp: Path, argv: list, *, launcher_args: tuple = (), timeout: float = 240) -> tuple:
+def run_local(tmp: Path, argv: list, *, launcher_args: tuple = (), timeout: float = 240, ps_line: str = "") -> tuple:
+    """ps_line: under `tf-slurm exec` (the default launcher) the ps is ended once both workers are done,
+    possibly before it printed; timed.sh then makes the workers' tasks wait for that line of the ps."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TF_SLURM_", "TF_CONFIG"))}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", GRPC_POLL_STRATEGY="poll", TASK_TIMES=str(tmp / "times"),
-               TF_SLURM_BASE_PORT=str(free_base_port(3)))
+               TF_SLURM_BASE_PORT=str(free_base_port(3)), TASK_PS_LINE=ps_line)
     cmd = [str(REPO / ".venv" / "bin" / "tf-slurm") if (REPO / ".venv" / "bin" / "tf-slurm").exists() else "tf-slurm",
            "local", "-n", "3", *launcher_args, "--", "bash", str(TASKS / "timed.sh"), sys.executable, *argv]
     t0 = time.monotonic()
@@ -92,7 +94,7 @@ def test_original_task_under_local_launcher_as_srun_runs_it(tmp_path):
 def test_original_task_under_default_local_launcher(tmp_path):
     """`tf-slurm local -n 3 -- python task.py` as the README shows it (tasks under `tf-slurm exec`)."""
     r, took = run_local(tmp_path, [str(TASKS / "LaunchTFServerWithHooks.py"), *SMALL,
-                                   "--model_dir", str(tmp_path / "model")])
+                                   "--model_dir", str(tmp_path / "model")], ps_line="ps 0 received done 1")
     out = r.stdout
     assert r.returncode == 0, out[-4000:]
     assert "0: ps 0 received done 1" in out, out[-3000:]  # the ps's loop saw both workers
@@ -132,7 +134,7 @@ def test_example_with_the_seeds_command_line_and_with_no_counts(tmp_path, counts
     model = tmp_path / "model"
     argv = [str(EXAMPLE / "LaunchTFServerWithHooks.py"), *counts, "--data_dir", MNIST, "--model_dir", str(model),
             "-batch_size", "50", "-Iterations", "40", "--eval_every", "0"] + (["--NoIB"] if counts else [])
-    r, took = run_local(tmp_path, argv)
+    r, took = run_local(tmp_path, argv, ps_line="ps:0: all 2 workers reported done; exiting cleanly (status 0)")
     out = r.stdout
     assert r.returncode == 0, out[-4000:]
     assert "ps:0: all 2 workers reported done; exiting cleanly (status 0)" in out, out[-3000:]
