@@ -6,13 +6,14 @@ Every usage or plan error is one line on stderr and exit code 2, never a traceba
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import shlex
 import sys
+from importlib import metadata
 from typing import Any, Optional, Sequence, Union
 
+from tf_for_slurm.cli import batch, batch_step, local, mem
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import SlurmEnvError, TfSlurmError, UsageError, bad_value
 from tf_for_slurm.host import settings, slurm
@@ -25,7 +26,7 @@ from tf_for_slurm.plan.addresses import parse_policy
 from tf_for_slurm.plan.cluster import build_plan
 from tf_for_slurm.plan.gpus import gpu_view, parse_gpu_list
 from tf_for_slurm.plan.step import offline_step
-from tf_for_slurm.supervise import child_process
+from tf_for_slurm.supervise import child_process, task_exec
 
 log = logging.getLogger("tf_for_slurm.cli")
 
@@ -90,8 +91,6 @@ def _command_in(argv: Optional[Sequence[str]]) -> Optional[str]:
 
 def version() -> str:
     """The installed distribution's version (package metadata), for `tf-slurm --version`."""
-    from importlib import metadata  # noqa: PLC0415 (start-up time: ~17 ms, only for --version)
-
     try:
         return metadata.version("tf_for_slurm")
     except metadata.PackageNotFoundError:
@@ -140,15 +139,13 @@ HELP = {
 }
 
 
-# The subcommands that live in their own modules, each with options (`add_arguments(parser)`) and a
-# run (`main(args) -> int`): (command, module, options, run).  Only the chosen one is imported:
-# `local` and `batch-step` load the supervisors (start-up time of every other command).
+# The subcommands that live in their own modules: (command, options `add(parser)`, run `main(args) -> int`).
 MODULE_COMMANDS = (
-    ("mem", "tf_for_slurm.cli.mem", "add_arguments", "main"),
-    ("local", "tf_for_slurm.cli.local", "add_arguments", "main"),
-    ("batch-settings", "tf_for_slurm.cli.batch", "add_arguments", "main"),
-    ("batch-status", "tf_for_slurm.cli.batch", "add_status_arguments", "main_status"),
-    ("batch-step", "tf_for_slurm.cli.batch_step", "add_arguments", "main"),
+    ("mem", mem.add_arguments, mem.main),
+    ("local", local.add_arguments, local.main),
+    ("batch-settings", batch.add_arguments, batch.main),
+    ("batch-status", batch.add_status_arguments, batch.main_status),
+    ("batch-step", batch_step.add_arguments, batch_step.main),
 )
 
 
@@ -211,12 +208,11 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     p.add_argument("--append", metavar="FILE", help=f"append the line to FILE (for {settings.ADDRESS}=file:FILE)")
 
     chosen = _command_in(argv)
-    for name, module, adder, runner in MODULE_COMMANDS:
+    for name, adder, runner in MODULE_COMMANDS:
         p = _subparser(sub, name, add_help=chosen == name)
-        if chosen == name:  # an ImportError here is a broken install: it propagates, never a missing command
-            mod = importlib.import_module(module)
-            getattr(mod, adder)(p)
-            p.set_defaults(_run=getattr(mod, runner))
+        if chosen == name:
+            adder(p)
+            p.set_defaults(_run=runner)
     return parser
 
 
@@ -305,8 +301,6 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 def cmd_exec(args: argparse.Namespace) -> int:
     """`tf-slurm exec -- CMD`: run the command with its TF_CONFIG, under the supervisor."""
-    from tf_for_slurm.supervise import task_exec  # noqa: PLC0415 (start-up time: the supervisor, ~5-25 ms)
-
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]

@@ -6,11 +6,8 @@ The options and the entry only; the step and its processes are tf_for_slurm.supe
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
-from typing import Optional, Sequence
 
-from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value
+from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, slurm
 from tf_for_slurm.supervise.launcher import DEFAULT_KILL_GRACE, launch, make_layout
 
@@ -55,21 +52,3 @@ def main(args: argparse.Namespace) -> int:
     layout = make_layout(args.ntasks, args.nodes, args.tasks_per_node)
     return launch(command, layout, job_id=args.job_id, ps=args.ps, tasks=args.tasks,
                   kill_grace=args.kill_grace, under_exec=not args.slurm_env_only, output=args.output)
-
-
-def standalone(argv: Optional[Sequence[str]] = None) -> int:
-    """`python -m tf_for_slurm.launcher ...` (the old path): the same command without the CLI (tests, debugging)."""
-    parser = argparse.ArgumentParser(prog="tf-slurm local", description=DESCRIPTION)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    level = settings.text(settings.environ(), settings.LOG_LEVEL) or str(settings.REGISTRY[settings.LOG_LEVEL].default)
-    logging.basicConfig(level=level.upper(), format="tf-slurm local: %(levelname)s: %(message)s")
-    try:
-        return main(args)
-    except TfSlurmError as exc:
-        sys.stderr.write(f"tf-slurm local: error: {exc}\n")
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(standalone())

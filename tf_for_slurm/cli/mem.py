@@ -51,9 +51,3 @@ def main(args: argparse.Namespace) -> int:
                          f"(from {ans.source})\n")
     print(ans.per_cpu if args.per == "cpu" else ans.per_task)
     return 0
-
-
-if __name__ == "__main__":  # `python -m tf_for_slurm.cli.mem ARGS`: `tf-slurm mem ARGS`, one error handling
-    from tf_for_slurm.cli import main as cli_main
-
-    sys.exit(cli_main(["mem", *sys.argv[1:]]))

@@ -59,8 +59,6 @@ def roles_for(step: SlurmStep, tasks=None, ps: Optional[int] = None, placement: 
     raise UsageError(bad_value(names["placement"], placement, "'first' or 'per-node'"))
 
 
-_env_int = settings.integer  # the CLI's old name (to be removed with its last caller)
-
 # where build_plan's inputs come from, and what `plan.me` says without a slot (plan/ knows no names)
 PLAN_NAMES = {"port_scope": settings.PORT_SCOPE, "base_port": settings.BASE_PORT, "reserved": slurm.STEP_RESV_PORTS}
 ME_HINT = (f"expected {slurm.LOCALID} and {slurm.NODEID} (or {slurm.NODENAME}) in the environment, as srun "
