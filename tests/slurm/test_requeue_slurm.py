@@ -57,6 +57,7 @@ TF1_STEP_S, TF1_WORKERS, TF1_TARGET = 0.24, 2, 600
 MWMS_STEP_S, MWMS_TARGET = 0.07, 1000
 PSS_STEP_S, PSS_TARGET = 0.14, 500
 COMMON = ["--time=1", "--signal=B:USR1@30"]
+AT_TARGET = "not requeued: SIGUSR1, but the checkpoint is at the target"  # batch-step's line
 
 
 def max_steps_in_one_allocation(min_step_s: float, pacers: int) -> int:
@@ -139,7 +140,7 @@ def _check_requeued_and_completed(job: dict) -> int:
     assert log.count("requeued job ") == restarts, log[-6000:]
     # every requeue came from the warning, each resumed run started where the last checkpoint was
     assert re.search(r"SIGUSR1 \(\d+ s before the time limit\): telling the step's tasks to stop", log), log[-6000:]
-    assert "not requeued" not in log.replace("not requeued: SIGUSR1, but the checkpoint is at the target", ""), log
+    assert "not requeued" not in log.replace(AT_TARGET, ""), log
     # each requeued run restored the checkpoint the previous run's batch-step reported
     saved = [int(x) for x in re.findall(r"requeued job \d+, .*to resume from global step (\d+)", log)]
     restored = [int(x) for x in re.findall(r"(?:Restoring parameters from|resumed from) \S*-(\d+)\b", log)]
@@ -149,6 +150,13 @@ def _check_requeued_and_completed(job: dict) -> int:
     # async TF1 workers may apply one step in flight past the target; the TF2 loops stop exactly on it
     assert last and job["target"] <= int(last.group(1)) <= job["target"] + 2, state
     return restarts
+
+
+def _finished_unstopped(metrics: dict, log: str) -> bool:
+    """The last run trained to the target: not stopped by the warning, or the warning came when the
+    checkpoint was already at the target (batch-step says so and ends the job; whether the signal
+    lands before or after the last step is Slurm's timing, not the machine's speed)."""
+    return metrics["stopped_by"] is None or AT_TARGET in log
 
 
 def _delays(log: str) -> tuple:
@@ -166,7 +174,7 @@ def test_tf1_mnist_template_checkpoints_requeues_and_resumes_to_the_target(reque
     metrics = json.loads((job["model"] / "metrics.json").read_text())
     assert metrics["global_step"] >= TF1_TARGET and metrics["start_global_step"] > 0, metrics
     assert metrics["accuracy"] >= 0.95, metrics  # the uninterrupted run's bar (test_slurm_e2e)
-    assert metrics["stopped_by"] is None, metrics
+    assert _finished_unstopped(metrics, job["log"]), metrics
     assert re.search(r"resumed from .*model\.ckpt-(\d+) at global step \1", job["log"]), job["log"][-6000:]
     ckpt, requeue = _delays(job["log"])
     assert len(ckpt) >= restarts and len(requeue) == restarts, job["log"][-6000:]
@@ -181,7 +189,7 @@ def test_tf2_examples_checkpoint_requeue_and_resume_to_the_target(requeued, name
     restarts = _check_requeued_and_completed(job)
     metrics = json.loads((job["model"] / "metrics.json").read_text())
     assert metrics["strategy"] == strategy and metrics["steps"] == job["target"], metrics
-    assert 0 < metrics["start_step"] < job["target"] and metrics["stopped_by"] is None, metrics
+    assert 0 < metrics["start_step"] < job["target"] and _finished_unstopped(metrics, job["log"]), metrics
     assert metrics["accuracy"] >= 0.9, metrics
     ckpt, requeue = _delays(job["log"])
     assert len(ckpt) >= restarts and len(requeue) == restarts, job["log"][-6000:]
