@@ -78,6 +78,13 @@ SIGNAL_HOLD = _setting("TF_SLURM_SIGNAL_HOLD", "seconds", "15", "seconds exec ho
 MAX_REQUEUES = _setting("TF_SLURM_MAX_REQUEUES", "int", "10", "batch-step: requeues allowed")
 WARN_MARGIN = _setting("TF_SLURM_WARN_MARGIN", "int", "60", "batch-step: seconds before the time limit at "
                        "which the tasks are told to stop")
+# -- the job folder (tf-slurm submit, status, logs) -----------------------------------------------
+JOB_DIR = _setting("TF_SLURM_JOB_DIR", "text", None, "the job's folder: exec's hub writes `status.json` there and "
+                   "batch-step `batch.json` (set by `tf-slurm submit`'s script, `tf-slurm local` and the templates)")
+STATUS_FILE = _setting("TF_SLURM_STATUS_FILE", "text", None, "where exec's hub writes the step's status (default: "
+                       "`status.json` in TF_SLURM_JOB_DIR; unset both: none)")
+JOBS_ROOT = _setting("TF_SLURM_JOBS_ROOT", "text", "tf_slurm_jobs", "the folder holding one folder per job "
+                     "(`tf-slurm submit --folder`, `status`, `logs`)")
 # -- set by tf_for_slurm for the programs it starts ----------------------------------------------
 JOB_TYPE = _setting("TF_SLURM_JOB_TYPE", "text", None, "this task's role", internal=True)
 TASK_INDEX = _setting("TF_SLURM_TASK_INDEX", "int", None, "this task's index within its role", internal=True)
