@@ -192,7 +192,10 @@ def test_launch_prefixes_ranks_and_sets_env_per_rank(tmp_path):
         assert env["SLURM_JOB_ID"] == "31337"
         assert env["TF_SLURM_TASKS"] == "ps,worker,worker,worker"
     err = parse_prefixed("\n".join(l for l in res.stderr.splitlines() if not l.startswith("tf-slurm")))
-    assert {r: v for r, v in err.items()} == {r: [f"stderr-of-{r}"] for r in range(4)}
+    own = {r: [line for line in v if not line.startswith("tf-slurm: ")] for r, v in err.items()}
+    assert own == {r: [f"stderr-of-{r}"] for r in range(4)}
+    # the chief's supervisor (worker 0, rank 1) ends the step with its summary, at the default log level
+    assert any(line.startswith("tf-slurm: INFO: step 31337.0 (tf1, 4 tasks) ended with status 0") for line in err[1])
 
 
 @pytest.mark.timeout(60)

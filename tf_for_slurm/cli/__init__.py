@@ -13,7 +13,7 @@ import sys
 from importlib import metadata
 from typing import Any, Optional, Sequence, Union
 
-from tf_for_slurm.cli import batch, batch_step, local, mem
+from tf_for_slurm.cli import batch, batch_step, local, logs, mem, status
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import SlurmEnvError, TfSlurmError, UsageError, bad_value
 from tf_for_slurm.host import settings, slurm
@@ -136,6 +136,11 @@ HELP = {
                    "before the limit, exit with the first failing task's status, or requeue the job.",
                    'tf-slurm batch-step --checkpoint-dir runs/m --target 800 -- srun -n 3 tf-slurm exec -- '
                    'python train.py'),
+    "status": ("Print every task of a job's step (role, node, state, exit status) and Slurm's state of the job.",
+               "tf-slurm status 123456\n  tf-slurm status tf_slurm_jobs/123456 --watch\n"
+               "  tf-slurm status 123456 --json"),
+    "logs": ("Print a job's log files from its folder: the batch log, a task's, or a role's; --follow.",
+             "tf-slurm logs 123456 --role ps\n  tf-slurm logs 123456 --task 2 --follow"),
 }
 
 
@@ -146,6 +151,8 @@ MODULE_COMMANDS = (
     ("batch-settings", batch.add_arguments, batch.main),
     ("batch-status", batch.add_status_arguments, batch.main_status),
     ("batch-step", batch_step.add_arguments, batch_step.main),
+    ("status", status.add_arguments, status.main),
+    ("logs", logs.add_arguments, logs.main),
 )
 
 
@@ -307,6 +314,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if args.supervisor_log_level is not None:
         level = _level(args.supervisor_log_level, "--supervisor-log-level")
         logging.getLogger(child_process.LOGGER).setLevel(level)
+    if logging.getLogger().getEffectiveLevel() <= logging.WARNING:  # the step's summary, unless asked for less
+        logging.getLogger(child_process.SUMMARY_LOGGER).setLevel(logging.INFO)
     return task_exec.run(command, tasks=args.tasks.split(",") if args.tasks else None, ps=args.ps,
                          placement=args.placement, chief=args.chief, address=args.address,
                          strategy=args.strategy, drain=args.drain, device_filters=not args.no_device_filters,

@@ -6,9 +6,12 @@ The options and the entry only; the step and its processes are tf_for_slurm.supe
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from tf_for_slurm.errors import UsageError, bad_value
-from tf_for_slurm.host import settings, slurm
+from tf_for_slurm.host import job_folder, settings, slurm
+from tf_for_slurm.supervise.emulated_step import check_job_id, new_job_id
 from tf_for_slurm.supervise.launcher import DEFAULT_KILL_GRACE, launch, make_layout
 
 DESCRIPTION = "`tf-slurm local`: run N tasks on this machine with the environment a Slurm step would give them."
@@ -38,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slurm-env-only", action="store_true",
                         help="give the tasks the Slurm variables only (default: each task runs under "
                              "`tf-slurm exec`, with TF_CONFIG and the supervisor)")
+    parser.add_argument("--folder", default=None, metavar="DIR",
+                        help="the folder of job folders: the step's status goes to DIR/<job id>/status.json, for "
+                             f"`tf-slurm status` (default: {settings.JOBS_ROOT}, else "
+                             f"{settings.default_text(settings.JOBS_ROOT)})")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",
                         help="the command every task runs")
 
@@ -50,5 +57,12 @@ def main(args: argparse.Namespace) -> int:
     if not command:
         raise UsageError(bad_value("command", command, "a command after '--', e.g. -- python train.py"))
     layout = make_layout(args.ntasks, args.nodes, args.tasks_per_node)
-    return launch(command, layout, job_id=args.job_id, ps=args.ps, tasks=args.tasks,
-                  kill_grace=args.kill_grace, under_exec=not args.slurm_env_only, output=args.output)
+    job_id = new_job_id() if args.job_id is None else check_job_id(args.job_id)
+    job_dir = None if args.slurm_env_only else os.path.join(job_folder.jobs_root(given=args.folder), job_id)
+
+    def started() -> None:
+        if job_dir is not None:
+            sys.stderr.write(f"tf-slurm local: job {job_id}: `tf-slurm status {job_dir}` shows its tasks\n")
+
+    return launch(command, layout, job_id=job_id, ps=args.ps, tasks=args.tasks, kill_grace=args.kill_grace,
+                  under_exec=not args.slurm_env_only, output=args.output, job_dir=job_dir, on_start=started)

@@ -63,6 +63,8 @@ class StepWatch:
         self.drain_deadline: Optional[float] = None
         self.decided_at: Optional[float] = None  # when the step's status became final
         self.notes: List[Tuple[int, str]] = []  # (logging level, message) for the caller to log
+        self.changes = 0  # counts every change of a task's state (the status file is rewritten on it)
+        self.first_exit: Optional[Tuple[int, int, float]] = None  # (rank, status, when): the summary's "first"
 
     # -- helpers ---------------------------------------------------------------------------
     def name(self, rank: int) -> str:
@@ -90,6 +92,7 @@ class StepWatch:
         ranks = self._running(ranks)
         for r in ranks:
             self.told[r] = status
+        self.changes += 1 if ranks else 0
         return [End(ranks, status)] if ranks else []
 
     def _fail(self, rank: int, status: int, reason: str, now: float) -> List[End]:
@@ -102,6 +105,7 @@ class StepWatch:
         return self._end(self.ranks, status)
 
     def _settle(self, rank: int) -> None:
+        self.changes += 1
         self.settled.add(rank)
         self._open.discard(rank)
         self._training.discard(rank)
@@ -119,6 +123,7 @@ class StepWatch:
         """A task's supervisor connected.  A late joiner after the decision is told at once."""
         self.joined.add(rank)
         self._unjoined.discard(rank)
+        self.changes += 1
         self.heard[rank] = now
         if rank in self.told and rank not in self.settled:  # told before it could hear it
             return [End((rank,), self.told[rank])]
@@ -134,6 +139,8 @@ class StepWatch:
         if rank in self.exited or rank in self.settled:
             return []
         self.exited[rank] = status
+        if self.first_exit is None:
+            self.first_exit = (rank, status, now)
         self._settle(rank)
         if rank in self.told:  # it was being ended anyway: its status is not news
             return []

@@ -24,10 +24,11 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, threads
+from tf_for_slurm.host.job_folder import batch_path, write_json
 from tf_for_slurm.plan.batch_settings import first_failure
 from tf_for_slurm.plan.requeue import checkpoint_step, decide, stop_delay
 from tf_for_slurm.supervise.child_process import exit_status
@@ -166,6 +167,34 @@ def _result(line: str) -> None:
     sys.stdout.flush()
 
 
+class _Record:
+    """batch.json in the job folder (when there is one): the run, its checkpoint and the decision,
+    for `tf-slurm status`.  Best effort: a folder that cannot be written costs one line."""
+
+    def __init__(self, job: str, restarts: int, max_requeues: int, target: Optional[int],
+                 checkpoint_dir: Optional[str], start_step: Optional[int]):
+        self.path = batch_path()
+        self.data: Dict[str, Any] = {
+            "job": job, "run": restarts + 1, "max_requeues": max_requeues, "target": target,
+            "checkpoint_dir": os.path.abspath(checkpoint_dir) if checkpoint_dir else None,
+            "checkpoint_at_start": start_step, "started_at": round(time.time(), 3), "state": "running"}
+        self._write()
+
+    def _write(self) -> None:
+        if self.path is None:
+            return
+        try:
+            write_json(self.path, self.data)
+        except OSError as exc:
+            _say(f"cannot write {self.path}: {exc.strerror or exc}")
+            self.path = None
+
+    def end(self, status: int, checkpoint: Optional[int], reason: str, requeued: bool) -> None:
+        self.data.update(state="requeued" if requeued else "ended", status=status, checkpoint=checkpoint,
+                         decision=reason, ended_at=round(time.time(), 3))
+        self._write()
+
+
 def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, warn_margin: float,
              target: Optional[int] = None, checkpoint_dir: Optional[str] = None, warn_file: Optional[str] = None,
              requeue: bool = True) -> int:
@@ -175,6 +204,7 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
     start_step = read_checkpoint_step(checkpoint_dir)
     if restarts:
         _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at {start_step})")
+    record = _Record(job, restarts, max_requeues, target, checkpoint_dir, start_step)
     step = _Step(job, warn_margin)
     for signo in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):  # before srun starts: none is lost
         signal.signal(signo, step.handle)
@@ -193,6 +223,7 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
          f"{'global step %d' % ckpt if ckpt is not None else 'none'}")
     decision = decide(step.signal, status, restarts, max_requeues, checkpoint_step=ckpt, target=target,
                       start_step=start_step, limit_name=settings.MAX_REQUEUES)
+    record.end(status, ckpt, decision.reason, requeued=decision.requeue and requeue)
     if decision.requeue and requeue:
         res = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
         if res.returncode != 0:

@@ -23,6 +23,7 @@ from tf_for_slurm.host import threads
 
 # exec's supervision logs under one name (here, the hub and the spokes): --supervisor-log-level sets it
 LOGGER = "tf_for_slurm.supervisor"
+SUMMARY_LOGGER = "tf_for_slurm.summary"  # the step's end, in the job's log at the default level (INFO)
 log = logging.getLogger(LOGGER)
 
 # what signal.signal returns and takes back

@@ -136,3 +136,10 @@ def output_path(pattern: str, job_id: str, rank: int, node_index: int, node: str
 def new_job_id() -> str:
     """A fresh numeric job id, so concurrent launches get different port windows."""
     return str(random.SystemRandom().randint(1_000_000, 9_999_999))
+
+
+def check_job_id(job_id: str) -> str:
+    """A job id given for the emulated step: digits, as Slurm's (ports derive from it)."""
+    if not str(job_id).isdigit():
+        raise UsageError(bad_value("--job-id", job_id, "a numeric Slurm job id like 12345"))
+    return str(job_id)

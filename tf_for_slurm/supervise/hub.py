@@ -14,17 +14,20 @@ import resource
 import selectors
 import socket
 import time
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
 from tf_for_slurm.host import settings
 from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.plan.step_status import snapshot, summary_lines
 from tf_for_slurm.plan.step_watch import End, StepWatch
 from tf_for_slurm.plan.strategy import StepRoles
-from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.child_process import LOGGER, SUMMARY_LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.status_file import StatusFile
 from tf_for_slurm.supervise.wire import Conn, Timing, heartbeat_interval, listen, note_failure
 
 log = logging.getLogger(LOGGER)
+summary = logging.getLogger(SUMMARY_LOGGER)
 
 
 def _raise_fd_limit(wanted: int) -> None:
@@ -45,7 +48,7 @@ class Hub:
     """The chief's supervisor: runs the chief's command and decides the step's fate."""
 
     def __init__(self, plan: ClusterPlan, roles: StepRoles, argv: Sequence[str], env: Mapping[str, str],
-                 timing: Timing, launch_report: Optional[str] = None):
+                 timing: Timing, launch_report: Optional[str] = None, status_file: Optional[str] = None):
         self.plan, self.roles, self.argv, self.env, self.timing = plan, roles, argv, env, timing
         self.launch_report = launch_report
         me = plan.me
@@ -65,6 +68,7 @@ class Hub:
         self.child: Optional[Child] = None
         self.watch: Optional[StepWatch] = None
         self.heartbeat = heartbeat_interval(plan.size, timing)
+        self.status = StatusFile(status_file) if status_file else None
 
     def run(self) -> int:
         """Supervise the step until it is over; the status this task (and the step) ends with."""
@@ -120,6 +124,7 @@ class Hub:
                         self._apply(watch.tick(now))
                         next_tick = now + 0.5
                     self._log(watch, my_rank)
+                    self._write_status(watch, now)
                     if child is not None:
                         child.tick(now)
                     if watch.finished(now) and (child is None or child.status is not None):
@@ -135,7 +140,19 @@ class Hub:
         if watch.unsettled():
             log.warning("%d tasks had not confirmed their end: %s", len(watch.unsettled()),
                         ", ".join(self.names[r] for r in watch.unsettled()[:5]))
+        final = self._snapshot(watch, over=True)
+        self._write_status(watch, time.monotonic(), final)
+        for line in summary_lines(final):
+            summary.info("%s", line)
         return watch.status
+
+    def _snapshot(self, watch: StepWatch, over: bool = False) -> Dict[str, Any]:
+        return snapshot(self.plan.tasks, watch, self.roles, job=self.plan.job_id, step=self.plan.step_id,
+                        mono=time.monotonic(), wall=time.time(), over=over)
+
+    def _write_status(self, watch: StepWatch, now: float, final: Optional[Dict[str, Any]] = None) -> None:
+        if self.status is not None:
+            self.status.update(now, watch.changes, lambda: final or self._snapshot(watch), force=final is not None)
 
     def _kill_time(self, child: Optional[Child], now: float) -> float:
         if child is not None and child.status is None and child.kill_at is not None:

@@ -25,12 +25,20 @@ import sys
 import tempfile
 import threading
 import time
-from typing import IO, BinaryIO, List, Mapping, Optional, Sequence, Set
+from typing import IO, BinaryIO, Callable, List, Mapping, Optional, Sequence, Set
 
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, threads
 from tf_for_slurm.supervise.child_process import exit_status, parent_death_signal
-from tf_for_slurm.supervise.emulated_step import Layout, check_roles, make_layout, new_job_id, output_path, task_env
+from tf_for_slurm.supervise.emulated_step import (
+    Layout,
+    check_job_id,
+    check_roles,
+    make_layout,
+    new_job_id,
+    output_path,
+    task_env,
+)
 
 log = logging.getLogger(__name__)
 
@@ -131,27 +139,34 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
            ps: Optional[int] = None, tasks: Optional[str] = None,
            base_env: Optional[Mapping[str, str]] = None, kill_grace: float = DEFAULT_KILL_GRACE,
            stdout: Optional[BinaryIO] = None, stderr: Optional[BinaryIO] = None,
-           under_exec: bool = True, output: Optional[str] = None) -> int:
+           under_exec: bool = True, output: Optional[str] = None, job_dir: Optional[str] = None,
+           on_start: Optional[Callable[[], None]] = None) -> int:
     """Run `command` as every task of the emulated step; return the first failing status (or 0).
 
     under_exec: run each task as `tf-slurm exec -- command` (TF_CONFIG, the supervisor), as
     `srun tf-slurm exec` would; False gives the command the Slurm variables only.
     output: a per-task log file pattern in srun's form (%j job, %t rank, %n node index, %N node name)
     instead of rank-prefixed lines on our own stdout/stderr.
+    job_dir: the job folder (under exec, the step's status.json is written there).
+    on_start: called once the arguments are checked, before the tasks start (the CLI's first line).
     Signal forwarding is installed only when called from the main thread.
     """
     if not command:
         raise UsageError(bad_value("command", list(command), "a command after '--', e.g. -- python train.py"))
     if job_id is None:
         job_id = new_job_id()
-    elif not str(job_id).isdigit():
-        raise UsageError(bad_value("--job-id", job_id, "a numeric Slurm job id like 12345"))
+    else:
+        job_id = check_job_id(job_id)
     check_roles(layout.ntasks, ps, tasks)
     if output is not None:
         output_path(output, "0", 0, 0, layout.nodes[0])  # a bad pattern fails before anything starts
     if kill_grace < 0:
         raise UsageError(bad_value("--kill-grace", kill_grace, "seconds >= 0"))
+    if on_start is not None:
+        on_start()
     base_env = settings.environ() if base_env is None else base_env
+    if job_dir is not None:
+        base_env = {**base_env, settings.JOB_DIR: os.path.abspath(job_dir)}
     stdout = stdout if stdout is not None else sys.stdout.buffer
     stderr = stderr if stderr is not None else sys.stderr.buffer
     width = len(str(layout.ntasks - 1))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
-from tf_for_slurm.host import settings, slurm
+from tf_for_slurm.host import job_folder, settings, slurm
 from tf_for_slurm.host.environment import plan_from_env
 from tf_for_slurm.host.network import ensure_bindable
 from tf_for_slurm.host.stop_request import DEFAULT_HOLD, ENV_HOLD
@@ -133,13 +133,14 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
     reason = slurm.outside_step(env)
     if reason:
         raise UsageError(reason)
+    source = "--strategy" if strategy else settings.STRATEGY
     strategy = strategy or settings.text(env, settings.STRATEGY) or "auto"
     if not settings.device_filters_on(env):
         device_filters = False
     timing = Timing.from_env(env, drain=drain)
     plan = plan_from_env(env, tasks=tasks, ps=ps, placement=placement, chief=chief, address=address, check=True)
     me = plan.me
-    roles = step_roles(plan.tasks, strategy)
+    roles = step_roles(plan.tasks, strategy, source)
     log.info("%s", roles.rule)
     ensure_bindable(me.port, f"task {me.role}:{me.index} (rank {me.rank}, {me.address}): its TensorFlow server")
     child = child_environment(plan, roles, env, device_filters=device_filters)
@@ -151,7 +152,7 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
                 return _exec(command, child_env)
             return _run_plain(command, child_env)
         if me.rank == roles.chief_rank:
-            return Hub(plan, roles, command, child_env, timing, report).run()
+            return Hub(plan, roles, command, child_env, timing, report, status_file=job_folder.status_path(env)).run()
         return Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report).run()
     finally:
         if child.spill_dir is not None:

@@ -1,0 +1,164 @@
+"""`tf-slurm status` and `tf-slurm logs`: a real step (tf-slurm local) writes its status, the views
+read it during the run and after; errors are one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tf_for_slurm.cli.status import gather, render
+
+PY = sys.executable
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+# each task waits (bounded) for the file the test creates, then exits with a status per role/index
+TASK = r"""
+import os, sys, time
+gate, deadline = sys.argv[1], time.monotonic() + 60
+while not os.path.exists(gate) and time.monotonic() < deadline:
+    time.sleep(0.05)
+role, index = os.environ["TF_SLURM_JOB_TYPE"], os.environ["TF_SLURM_TASK_INDEX"]
+print(f"{role} {index} done", flush=True)
+if role == "ps":
+    time.sleep(120)  # a ps never ends by itself: the supervisor ends it
+sys.exit(int(os.environ.get("FAIL_" + role.upper() + index, "0")))
+"""
+
+
+def cli(*args, env=None, timeout=60):
+    return subprocess.run([PY, "-m", "tf_for_slurm", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture
+def no_slurm(tmp_path):
+    """An environment whose scontrol knows no job (as when Slurm has forgotten it)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "scontrol"
+    fake.write_text("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TF_SLURM_JOBS_ROOT": str(tmp_path / "jobs")}
+
+
+def start_local(env, gate, job_id, extra_env=None):
+    return subprocess.Popen([PY, "-m", "tf_for_slurm", "local", "-n", "3", "-N", "3", "--ps", "1", "--job-id", job_id,
+                             "--kill-grace", "1", "--", PY, "-c", TASK, str(gate)], cwd=ROOT,
+                            env={**env, **(extra_env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_status(path: Path, cond, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            data = json.loads(path.read_text())
+            if cond(data):
+                return data
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{path}: not as expected within {timeout} s: {path.read_text() if path.exists() else None}")
+
+
+@pytest.mark.timeout(90)
+def test_status_during_the_run_and_after_a_clean_end(tmp_path, no_slurm):
+    gate = tmp_path / "gate"
+    proc = start_local(no_slurm, gate, "4242")
+    try:
+        folder = tmp_path / "jobs" / "4242"
+        wait_status(folder / "status.json", lambda d: d["counts"] == {"running": 3})
+        live = cli("status", "4242", "--json", env=no_slurm)  # by job id, under TF_SLURM_JOBS_ROOT
+        assert live.returncode == 0, live.stderr
+        view = json.loads(live.stdout)
+        assert view["slurm"] is None and view["job"] == "4242"
+        step = view["step"]
+        assert (step["state"], step["strategy"], step["chief"]) == ("running", "tf1", 1)
+        assert [(t["role"], t["index"], t["node"], t["state"]) for t in step["tasks"]] == [
+            ("ps", 0, "node1", "running"), ("worker", 0, "node2", "running"), ("worker", 1, "node3", "running")]
+        table = cli("status", str(folder), env=no_slurm)
+        assert "step 4242.0: tf1, running (3 running)" in table.stdout
+    finally:
+        gate.write_text("")
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "tf-slurm local: job 4242: `tf-slurm status" in err
+    after = cli("status", str(folder), env=no_slurm)
+    assert after.returncode == 0, after.stderr
+    rows = [line.split() for line in after.stdout.splitlines() if line[:3].strip().isdigit() or line.startswith("*")]
+    assert [r[-7:-1] for r in rows] == [["ps", "0", "node1", "ended", "0", "0"],
+                                        ["worker", "0", "node2", "exited", "0", "0"],
+                                        ["worker", "1", "node3", "exited", "0", "0"]]
+    assert "step 4242.0: tf1, ended with status 0 (1 ended, 2 exited)" in after.stdout
+    assert "1: tf-slurm: INFO: step 4242.0 (tf1, 3 tasks) ended with status 0" in err  # the summary, in the log
+
+
+@pytest.mark.timeout(90)
+def test_a_failed_worker_is_the_first_failure(tmp_path, no_slurm):
+    gate = tmp_path / "gate"
+    gate.write_text("")
+    proc = start_local(no_slurm, gate, "4343", {"FAIL_WORKER1": "3"})
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    res = cli("status", "4343", env=no_slurm)
+    assert res.returncode == 0, res.stderr
+    assert "first failure: worker 1 (rank 2, node3): worker 1 (rank 2, node3) exited with status 3" in res.stdout
+    view = json.loads(cli("status", "4343", "--json", env=no_slurm).stdout)
+    assert view["step"]["status"] == 3 and view["step"]["state"] == "ended"
+    assert {t["rank"]: t["state"] for t in view["step"]["tasks"]}[2] == "exited"
+
+
+def test_status_shows_slurm_and_the_checkpoint_against_the_target(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-420"\n')
+    (tmp_path / "batch.json").write_text(json.dumps({"job": "99", "run": 2, "target": 600,
+                                                     "checkpoint_dir": str(tmp_path / "ckpt")}))
+    slurm = {"JobState": "RUNNING", "NodeList": "node[1-3]", "RunTime": "00:01:02", "TimeLimit": "00:10:00",
+             "Restarts": "1", "Reason": "None", "Command": "x"}
+    view = gather(str(tmp_path), "99", lambda job: slurm if job == "99" else None)
+    text = render(view, time.time())
+    assert text.splitlines()[:2] == [
+        "job 99: RUNNING on node[1-3], run time 00:01:02 of 00:10:00, requeued 1 time(s)",
+        "run 2; checkpoint at step 420 of target 600"]
+    assert "no step status yet" in text
+
+
+def test_logs_of_a_role_a_task_and_the_batch_log(tmp_path, no_slurm):
+    folder = tmp_path / "77"
+    folder.mkdir()
+    # a step whose hub stopped writing long ago (killed): --follow must not wait for it
+    (folder / "status.json").write_text(json.dumps({"state": "running", "updated_at": time.time() - 100, "tasks": [
+        {"rank": 0, "role": "ps", "index": 0}, {"rank": 1, "role": "worker", "index": 0},
+        {"rank": 2, "role": "worker", "index": 1}]}))
+    for rank in range(3):
+        (folder / f"task-{rank}.out").write_text("".join(f"task {rank} line {i}\n" for i in range(30)))
+    (folder / "job.out").write_text("batch line\n")
+    res = cli("logs", str(folder), "--role", "ps", "-n", "2", env=no_slurm)
+    assert (res.returncode, res.stdout) == (0, "task 0 line 28\ntask 0 line 29\n"), res.stderr
+    res = cli("logs", str(folder), "--role", "worker", "-n", "1", env=no_slurm)
+    assert res.stdout == (f"==> {folder}/task-1.out <==\ntask 1 line 29\n==> {folder}/task-2.out <==\n"
+                          "task 2 line 29\n")
+    assert cli("logs", str(folder), "--task", "2", "-n", "0", env=no_slurm).stdout.count("\n") == 30
+    assert cli("logs", str(folder), env=no_slurm).stdout == "batch line\n"
+    res = cli("logs", str(folder), "--role", "worker", "--index", "1", "--follow", env=no_slurm, timeout=30)
+    assert res.returncode == 0 and res.stdout.endswith("task 2 line 29\n")  # the job is over: follow ends
+
+
+@pytest.mark.parametrize("args,message", [
+    (["status", "12345"], "JOB=12345: no job folder"),
+    (["status", "not/a/job"], "JOB='not/a/job': expected a job id or a job folder"),
+    (["status", "1", "--watch", "0"], "--watch=0.0: expected seconds between 0.2 and 3600"),
+    (["logs", "12345"], "JOB=12345: no job folder"),
+    (["logs", ".", "--index", "1"], "--index given without --role"),
+    (["logs", ".", "--task", "-1"], "--task=-1: expected a rank >= 0"),
+    (["logs", ".", "--task", "3"], "no log file ./task-3.out (yet)"),
+    (["logs", ".", "--role", "ps"], "--role ps: no status.json in . yet"),
+])
+def test_bad_arguments_are_one_line_exit_2(args, message, tmp_path, no_slurm):
+    res = cli(*args, env={**no_slurm, "TF_SLURM_JOBS_ROOT": str(tmp_path)})
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr

@@ -1,0 +1,109 @@
+"""The step's state as data (status.json) and its summary, from a StepWatch fed plain events."""
+
+from collections import namedtuple
+
+import pytest
+
+from tf_for_slurm.plan.step_status import STATES, snapshot, summary_lines, task_state
+from tf_for_slurm.plan.step_watch import StepWatch
+from tf_for_slurm.plan.strategy import step_roles
+
+T = namedtuple("T", "rank role index node")
+TASKS = [T(0, "ps", 0, "n1"), T(1, "worker", 0, "n2"), T(2, "worker", 1, "n3")]
+NAMES = {t.rank: f"{t.role} {t.index}" for t in TASKS}
+WALL = 1_800_000_000.0  # the wall clock when the monotonic clock reads 100
+
+
+def watch():
+    roles = step_roles(TASKS)
+    return roles, StepWatch(roles, [0, 1, 2], NAMES, local_rank=1, now=0.0, drain=30, silence=10)
+
+
+def snap(w, roles, mono=100.0, over=False):
+    return snapshot(TASKS, w, roles, job="77", step="0", mono=mono, wall=WALL, over=over)
+
+
+def states(s):
+    return {t["rank"]: (t["state"], t["status"]) for t in s["tasks"]}
+
+
+def test_a_starting_step_then_every_task_running():
+    roles, w = watch()
+    s = snap(w, roles)
+    assert (s["state"], s["status"], s["strategy"], s["chief"]) == ("running", None, "tf1", 1)
+    assert states(s) == {0: ("starting", None), 1: ("running", None), 2: ("starting", None)}
+    before = w.changes
+    w.join(0, 1.0)
+    w.join(2, 2.0)
+    assert w.changes == before + 2  # each join is a change: the file is rewritten
+    w.hear(2, 99.0)
+    s = snap(w, roles)
+    assert states(s) == {0: ("running", None), 1: ("running", None), 2: ("running", None)}
+    assert s["tasks"][2]["last_heard"] == WALL - 1.0  # wall clock: monotonic 99 is 1 s before the snapshot
+    assert s["started_at"] == WALL - 100.0
+    assert s["counts"] == {"running": 3}
+
+
+def test_success_chief_and_worker_exit_ps_ended():
+    roles, w = watch()
+    for r in (0, 2):
+        w.join(r, 1.0)
+    w.exit(2, 0, 10.0)
+    w.exit(1, 0, 20.0)  # the chief last: training is over, the ps is told to end
+    s = snap(w, roles, mono=21.0)
+    assert (s["state"], s["status"]) == ("ending", 0)
+    assert states(s) == {0: ("ending", 0), 1: ("exited", 0), 2: ("exited", 0)}
+    assert s["first_exit"] == {"rank": 2, "role": "worker", "index": 1, "node": "n3", "status": 0, "at": WALL - 11.0}
+    w.bye(0)
+    s = snap(w, roles, mono=22.0, over=True)
+    assert s["state"] == "ended" and states(s)[0] == ("ended", 0)
+    lines = summary_lines(s)
+    assert lines[0] == "step 77.0 (tf1, 3 tasks) ended with status 0 after 22.0 s: training is over"
+    assert lines[1] == "first to end: worker 1 (rank 2, n3), status 0, 10.0 s after the start"
+    assert lines[2] == ("tasks: 2 exited by themselves (0 non-zero), 1 ended by the supervisor: "
+                        "ps 0 (rank 0, n1); restarts: 0")
+
+
+def test_a_failure_is_first_and_the_others_are_ended_with_its_status():
+    roles, w = watch()
+    for r in (0, 2):
+        w.join(r, 1.0)
+    w.exit(2, 137, 5.0)
+    w.exit(1, 143, 6.0)  # the chief, ended with the others: not news
+    w.bye(0)
+    s = snap(w, roles, mono=7.0, over=True)
+    assert s["status"] == 137
+    assert s["first_failure"] == {"rank": 2, "role": "worker", "index": 1, "node": "n3", "status": 137,
+                                  "reason": "worker 1 exited with status 137"}
+    assert states(s) == {0: ("ended", 137), 1: ("ended", 143), 2: ("exited", 137)}
+    assert summary_lines(s)[0].endswith("ended with status 137 after 7.0 s: worker 1 exited with status 137")
+
+
+def test_a_vanished_supervisor_is_lost_and_a_never_joined_one_unaccounted():
+    roles, w = watch()
+    w.join(2, 1.0)
+    w.closed(2, 3.0)
+    s = snap(w, roles, mono=4.0)
+    assert states(s)[2] == ("lost", 1) and states(s)[0] == ("ending", 1)
+    assert summary_lines(s)[-1].endswith("; 1 lost: worker 1 (rank 2, n3); restarts: 0")
+    w2_roles, w2 = watch()
+    s2 = snap(w2, w2_roles, mono=4.0, over=True)
+    assert "3 unaccounted for: ps 0 (rank 0, n1), worker 0 (rank 1, n2), worker 1 (rank 2, n3)" in summary_lines(s2)[-1]
+
+
+@pytest.mark.parametrize("events,expected", [
+    ([], "starting"),
+    ([("join", 0)], "running"),
+    ([("join", 0), ("exit", 0)], "exited"),
+    ([("join", 0), ("closed", 0)], "lost"),
+])
+def test_task_state_words(events, expected):
+    roles, w = watch()
+    for kind, rank in events:
+        if kind == "join":
+            w.join(rank, 1.0)
+        elif kind == "exit":
+            w.exit(rank, 3, 2.0)
+        else:
+            w.closed(rank, 2.0)
+    assert task_state(w, 0) == expected and expected in STATES

@@ -1,0 +1,160 @@
+"""`tf-slurm status JOB`: one table of every task (role, node, state, exit status) plus Slurm's view.
+
+Reads the job folder (host/job_folder.py): `status.json`, written by exec's hub while the step
+runs and once more at its end, and `batch.json`, written by batch-step; asks Slurm
+(`scontrol show job`) for the job's own state.  Works during the job and after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+from tf_for_slurm.cli.table import render_table
+from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.host import job_folder, settings
+from tf_for_slurm.host.scontrol import show_job
+from tf_for_slurm.plan.step_status import name
+from tf_for_slurm.supervise.batch_step import read_checkpoint_step
+
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+         "DEADLINE")  # Slurm's final job states
+FOLDER_HELP = (f"the folder of job folders (default: {settings.JOBS_ROOT}, else "
+               f"{settings.default_text(settings.JOBS_ROOT)})")
+STALE = 30.0  # seconds without a status write after which a step's hub is taken for gone (it writes every 5 s)
+COLUMNS = ["rank", "role", "index", "node", "state", "status", "restarts", "heard"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `tf-slurm status`."""
+    parser.add_argument("job", metavar="JOB", help="a job id (its folder under --folder) or a job folder")
+    parser.add_argument("--folder", default=None, metavar="DIR",
+                        help=FOLDER_HELP)
+    parser.add_argument("--json", action="store_true", help="one JSON object: slurm, step, batch")
+    parser.add_argument("--watch", nargs="?", type=float, const=2.0, default=None, metavar="SECONDS",
+                        help="print again every SECONDS (default 2) until the job has ended")
+
+
+def slurm_view(info: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
+    """The parts of `scontrol show job` that status shows."""
+    if info is None:
+        return None
+    keys = ("JobState", "Reason", "NodeList", "RunTime", "TimeLimit", "Restarts", "WorkDir")
+    return {k: info[k] for k in keys if k in info}
+
+
+def gather(folder: str, job_id: Optional[str], lookup: Callable[[str], Optional[Dict[str, str]]],
+           checkpoint: Callable[[Optional[str]], Optional[int]] = read_checkpoint_step) -> Dict[str, Any]:
+    """Everything `status` shows, as one JSON-ready dict."""
+    step = job_folder.read_json(os.path.join(folder, job_folder.STATUS))
+    batch = job_folder.read_json(os.path.join(folder, job_folder.BATCH))
+    if batch is not None and batch.get("checkpoint_dir"):
+        batch["checkpoint_now"] = checkpoint(batch["checkpoint_dir"])
+    job = job_id or (str(step["job"]) if step else None) or (str(batch["job"]) if batch else None)
+    slurm = slurm_view(lookup(job) if job else None)
+    return {"job": job, "folder": folder, "slurm": slurm, "step": step, "batch": batch}
+
+
+def _ago(now: float, when: Optional[float]) -> str:
+    return "-" if when is None else f"{max(0.0, now - when):.0f}s"
+
+
+def render(view: Mapping[str, Any], now: float) -> str:
+    """The view for people: a few header lines and one row per task."""
+    lines: List[str] = []
+    slurm, step, batch = view.get("slurm"), view.get("step"), view.get("batch")
+    job = view.get("job") or "?"
+    if slurm:
+        lines.append(f"job {job}: {slurm.get('JobState', '?')} on {slurm.get('NodeList', '?')}, run time "
+                     f"{slurm.get('RunTime', '?')} of {slurm.get('TimeLimit', '?')}, requeued "
+                     f"{slurm.get('Restarts', '0')} time(s)" + _reason(slurm))
+    else:
+        lines.append(f"job {job}: Slurm does not know it (ended a while ago, or not a Slurm job)")
+    if batch:
+        text = f"run {batch.get('run', '?')}"
+        ckpt = batch.get("checkpoint_now", batch.get("checkpoint"))
+        target = batch.get("target")
+        text += f"; checkpoint at step {ckpt if ckpt is not None else 'none'}"
+        text += f" of target {target}" if target is not None else " (no target)"
+        if batch.get("decision"):
+            text += f"; batch-step: {batch['decision']}"
+        lines.append(text)
+    if not step:
+        lines.append(f"no step status yet in {view.get('folder')} (the step has not started, or exec wrote none)")
+        return "\n".join(lines)
+    head = f"step {step['job']}.{step['step']}: {step['strategy']}, {step['state']}"
+    if step.get("status") is not None:
+        head += f" with status {step['status']}"
+    counts = step.get("counts") or {}
+    head += " (" + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) + ")"
+    if step["state"] != "ended" and now - step["updated_at"] > STALE:
+        head += f"; not updated for {now - step['updated_at']:.0f} s (the chief's supervisor is gone?)"
+    lines.append(head)
+    failure = step.get("first_failure")
+    if failure:
+        lines.append(f"first failure: {name(failure)}: {failure['reason']}")
+    rows = []
+    for t in step["tasks"]:
+        status = t.get("status")
+        heard = _ago(now, t.get("last_heard")) if t["state"] in ("running", "starting") else "-"
+        rows.append({**t, "status": "-" if status is None else status, "heard": heard,
+                     "chief": t["rank"] == step.get("chief")})
+    lines.append(render_table(rows, COLUMNS, mark="chief"))
+    lines.append("# * the chief")
+    return "\n".join(lines)
+
+
+def _reason(slurm: Mapping[str, str]) -> str:
+    reason = slurm.get("Reason", "None")
+    return "" if reason in ("None", "") else f" ({reason})"
+
+
+def locate(job: str, root: Optional[str], lookup: Callable[[str], Optional[Dict[str, str]]]) -> tuple:
+    """(folder, job id or None) for a job id or a folder given on the command line."""
+    def workdir(job_id: str) -> Optional[str]:
+        info = lookup(job_id)
+        return info.get("WorkDir") if info else None
+
+    folder = job_folder.find(job, job_folder.jobs_root(given=root), workdir)
+    if not os.path.isdir(job):
+        return folder, job
+    base = os.path.basename(os.path.normpath(folder))
+    return folder, base if base.isdigit() else None
+
+
+def main(args: argparse.Namespace, out=None,
+         lookup: Callable[[str], Optional[Dict[str, str]]] = show_job) -> int:
+    """`tf-slurm status`: print the view once, or every --watch seconds until the job has ended."""
+    out = out or sys.stdout
+    if args.watch is not None and not 0.2 <= args.watch <= 3600:
+        raise UsageError(bad_value("--watch", args.watch, "seconds between 0.2 and 3600"))
+    folder, job_id = locate(args.job, args.folder, lookup)
+    while True:
+        view = gather(folder, job_id, lookup)
+        if args.json:
+            out.write(json.dumps(view) + "\n")
+        else:
+            if args.watch is not None and out.isatty():
+                out.write("\x1b[H\x1b[2J")
+            out.write(render(view, time.time()) + "\n")
+        out.flush()
+        if args.watch is None or ended(view):
+            return 0
+        time.sleep(args.watch)
+
+
+def ended(view: Mapping[str, Any], now: Optional[float] = None) -> bool:
+    """The job has ended: Slurm says so; or Slurm does not know it and the step's last word was its
+    end, or no word for STALE seconds (its hub is gone: nothing will change any more)."""
+    slurm = view.get("slurm")
+    if slurm is not None:
+        return slurm.get("JobState", "") in ENDED
+    step = view.get("step")
+    if step is None or step.get("state") == "ended":
+        return True
+    now = time.time() if now is None else now
+    return now - float(step.get("updated_at", 0.0)) > STALE

@@ -1,0 +1,86 @@
+"""The job folder: where `tf-slurm submit` puts a job's script and logs, and the step its status.
+
+One folder per job, `<jobs root>/<job id>/` (submitit's layout): `job.sh`, the batch log, one log
+per task, `status.json` (exec's hub, the step's state) and `batch.json` (batch-step, the run and
+its checkpoint).  Every file name lives here, so the writers and `tf-slurm status`/`logs` agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Dict, Mapping, Optional
+
+from tf_for_slurm.errors import UsageError
+from tf_for_slurm.host import settings
+
+STATUS = "status.json"
+BATCH = "batch.json"
+SCRIPT = "job.sh"
+BATCH_LOG = "job.out"
+TASK_LOG = "task-{rank}.out"  # srun --output pattern: task-%t.out
+TASK_LOG_PATTERN = "task-%t.out"
+
+
+def jobs_root(env: Optional[Mapping[str, str]] = None, given: Optional[str] = None) -> str:
+    """The folder holding one folder per job: `given` (--folder), else TF_SLURM_JOBS_ROOT, else the default."""
+    env = settings.environ() if env is None else env
+    return given or settings.text(env, settings.JOBS_ROOT) or settings.default_text(settings.JOBS_ROOT)
+
+
+def status_path(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """Where exec's hub writes the step's status: TF_SLURM_STATUS_FILE, else the job folder's, else None."""
+    env = settings.environ() if env is None else env
+    path = settings.text(env, settings.STATUS_FILE)
+    if path:
+        return path
+    folder = settings.text(env, settings.JOB_DIR)
+    return os.path.join(folder, STATUS) if folder else None
+
+
+def batch_path(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """Where batch-step writes `batch.json`: the job folder's, else None."""
+    env = settings.environ() if env is None else env
+    folder = settings.text(env, settings.JOB_DIR)
+    return os.path.join(folder, BATCH) if folder else None
+
+
+def find(job: str, root: str, workdir: Callable[[str], Optional[str]]) -> str:
+    """The folder of `job`: a folder path as given, else `<root>/<job>` from here, else from the
+    job's working directory as Slurm knows it (`workdir(job)`); one UsageError naming what was tried."""
+    if os.path.isdir(job):
+        return job
+    tried = [os.path.join(root, job)]
+    if not job.replace("_", "").isdigit():
+        raise UsageError(f"JOB={job!r}: expected a job id or a job folder (no folder {job!r})")
+    if os.path.isdir(tried[0]):
+        return tried[0]
+    where = workdir(job)
+    if where:
+        candidate = os.path.join(where, root, job) if not os.path.isabs(root) else tried[0]
+        if os.path.isdir(candidate):
+            return candidate
+        tried.append(candidate)
+    raise UsageError(f"JOB={job}: no job folder ({' or '.join(tried)}): expected a job submitted with "
+                     f"`tf-slurm submit`, or {settings.JOB_DIR} set for its steps")
+
+
+def write_json(path: str, data: Mapping[str, Any]) -> None:
+    """Write `data` so that a reader sees the old file or the new one, never half of one."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, separators=(",", ":"))
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> Optional[Dict[str, Any]]:
+    """The JSON object in `path`, or None when there is none (not yet written, or not readable)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,112 @@
+"""The step's state as plain data: what `status.json` holds and the summary the hub logs at the end.
+
+Pure: the hub's `StepWatch`, the plan's tasks and two clocks in, a JSON-ready dict out; the
+summary lines are made from that dict, so the file and the log never disagree.  Times in the
+dict are wall-clock seconds (epoch): a reader in another process compares them with its own clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+from tf_for_slurm.plan.step_watch import StepWatch
+from tf_for_slurm.plan.strategy import StepRoles
+
+FORMAT = 1  # bumped when a reader could misread the dict
+STATES = ("starting", "running", "exited", "ending", "ended", "lost")  # a task's, in the file
+
+
+def task_state(watch: StepWatch, rank: int) -> str:
+    """One word for a task: starting (not connected), running, exited (its command ended by
+    itself), ending/ended (told to end by the supervisor), lost (its supervisor vanished)."""
+    if rank in watch.told:
+        return "ended" if rank in watch.settled else "ending"
+    if rank in watch.exited:
+        return "exited"
+    if rank in watch.settled:
+        failure = watch.failure
+        return "lost" if failure is not None and failure.rank == rank else "ended"
+    return "running" if rank in watch.joined else "starting"
+
+
+def _status_of(watch: StepWatch, rank: int) -> Optional[int]:
+    if rank in watch.exited:
+        return watch.exited[rank]
+    if rank in watch.told:
+        return watch.told[rank]
+    failure = watch.failure
+    return failure.status if failure is not None and failure.rank == rank else None
+
+
+def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: str, step: str,
+             mono: float, wall: float, over: bool = False) -> Dict[str, Any]:
+    """The step as a JSON-ready dict (`tasks`: anything with rank, role, index, node).
+
+    mono/wall: the same instant on the hub's monotonic clock and on the wall clock; over: the hub
+    is exiting (every task's state is final)."""
+    def at(t: Optional[float]) -> Optional[float]:
+        return None if t is None else round(wall - (mono - t), 3)
+
+    by_rank = {t.rank: t for t in tasks}
+
+    def who(rank: int) -> Dict[str, Any]:
+        t = by_rank.get(rank)
+        return {"rank": rank, "role": getattr(t, "role", "?"), "index": getattr(t, "index", -1),
+                "node": getattr(t, "node", "?")}
+
+    rows: List[Dict[str, Any]] = []
+    counts: Dict[str, int] = {}
+    for rank in sorted(by_rank):
+        state = task_state(watch, rank)
+        counts[state] = counts.get(state, 0) + 1
+        heard = watch.heard.get(rank)
+        rows.append({**who(rank), "state": state, "status": _status_of(watch, rank), "restarts": 0,
+                     "last_heard": at(heard) if rank != watch.local_rank else round(wall, 3)})
+    failure = watch.failure
+    first = watch.first_exit
+    return {
+        "format": FORMAT, "job": job, "step": step, "strategy": roles.strategy, "rule": roles.rule,
+        "state": "ended" if over else ("ending" if watch.decided else "running"),
+        "status": watch.status if watch.decided else None,
+        "started_at": at(watch.start), "updated_at": round(wall, 3), "decided_at": at(watch.decided_at),
+        "chief": roles.chief_rank,
+        "first_failure": None if failure is None else {**who(failure.rank), "status": failure.status,
+                                                       "reason": failure.reason},
+        "first_exit": None if first is None else {**who(first[0]), "status": first[1], "at": at(first[2])},
+        "counts": counts, "tasks": rows,
+    }
+
+
+def name(task: Mapping[str, Any]) -> str:
+    """'worker 1 (rank 2, node3)' for a task row of the dict."""
+    return f"{task['role']} {task['index']} (rank {task['rank']}, {task['node']})"
+
+
+def summary_lines(status: Mapping[str, Any]) -> List[str]:
+    """The step's end in a few lines for the job's log: what happened, who was first, who was ended."""
+    started = status.get("started_at") or status["updated_at"]
+    took = status["updated_at"] - started
+    failure = status.get("first_failure")
+    code = status.get("status")
+    why = failure["reason"] if failure else "training is over"
+    lines = [f"step {status['job']}.{status['step']} ({status['strategy']}, {len(status['tasks'])} tasks) "
+             f"ended with status {code if code is not None else '?'} after {took:.1f} s: {why}"]
+    first = status.get("first_exit")
+    if first is not None:
+        lines.append(f"first to end: {name(first)}, status {first['status']}, {first['at'] - started:.1f} s "
+                     "after the start")
+    rows = status["tasks"]
+    ended = [t for t in rows if t["state"] in ("ended", "ending")]
+    exited = [t for t in rows if t["state"] == "exited"]
+    failed = [t for t in exited if t["status"] not in (0, None)]
+    lost = [t for t in rows if t["state"] == "lost"]
+    unknown = [t for t in rows if t["state"] in ("starting", "running")]
+    text = f"tasks: {len(exited)} exited by themselves ({len(failed)} non-zero), {len(ended)} ended by the supervisor"
+    for label, group in (("", ended), ("lost", lost), ("unaccounted for", unknown)):
+        if group:
+            text += f"; {len(group)} {label}" if label else ""
+            more = f" and {len(group) - 4} more" if len(group) > 4 else ""
+            text += ": " + ", ".join(name(t) for t in group[:4]) + more
+    restarts = sum(t.get("restarts", 0) for t in rows)
+    lines.append(text + f"; restarts: {restarts}")
+    return lines
