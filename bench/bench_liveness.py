@@ -10,7 +10,8 @@ connections) that speak the wire protocol as `Spoke` does: `hello <rank> local.0
 TF_SLURM_HEARTBEAT seconds after the hub's `ok`, `bye 143` when told `end` (and close on `ack`),
 `exit <status>` (close on `ack`).  A fraction `--unreachable` of the tasks never connects (their
 node is not reachable): the hub must spend nothing on them.  Timing comes from the environment as
-in exec (TF_SLURM_HEARTBEAT, default 2 s; TF_SLURM_SILENCE, default 10 s).
+in exec (TF_SLURM_HEARTBEAT, default 2 s; TF_SLURM_SILENCE, default 10 s); with TF_SLURM_STATUS_FILE
+set, the hub also writes the step's status file (its cost is then in the CPU figures).
 
 For each size, two hub runs:
 - run 1: all reachable tasks join (join time, connects/s while joining); then, for `--wait`
@@ -84,6 +85,7 @@ def hub_main(argv) -> int:
     sys.path.insert(0, str(ROOT))
     import logging
 
+    from tf_for_slurm.host import job_folder
     from tf_for_slurm.plan import localhost_plan
     from tf_for_slurm.plan.strategy import step_roles
     from tf_for_slurm.supervise.supervisor import Hub, Timing
@@ -91,7 +93,8 @@ def hub_main(argv) -> int:
     logging.basicConfig(level=logging.WARNING, format="hub %(levelname)s %(message)s")
     plan = localhost_plan(["chief"] + ["worker"] * (a.size - 1), [1] * a.size, my_rank=0)
     plan = dataclasses.replace(plan, tasks=(plan.tasks[0]._replace(aux_port=a.port),) + plan.tasks[1:])
-    hub = Hub(plan, step_roles(plan.tasks, a.strategy), a.cmd, dict(os.environ), Timing.from_env(os.environ))
+    hub = Hub(plan, step_roles(plan.tasks, a.strategy), a.cmd, dict(os.environ), Timing.from_env(os.environ),
+              status_file=job_folder.status_path(os.environ))  # TF_SLURM_STATUS_FILE: the cost with it on
     out_lock = threading.Lock()
 
     def say(text: str) -> None:

@@ -4,7 +4,7 @@ from collections import namedtuple
 
 import pytest
 
-from tf_for_slurm.plan.step_status import STATES, snapshot, summary_lines, task_state
+from tf_for_slurm.plan.step_status import STATES, snapshot, summary_lines, task_rows, task_state
 from tf_for_slurm.plan.step_watch import StepWatch
 from tf_for_slurm.plan.strategy import step_roles
 
@@ -24,7 +24,7 @@ def snap(w, roles, mono=100.0, over=False):
 
 
 def states(s):
-    return {t["rank"]: (t["state"], t["status"]) for t in s["tasks"]}
+    return {t["rank"]: (t["state"], t["status"]) for t in task_rows(s)}
 
 
 def test_a_starting_step_then_every_task_running():
@@ -39,7 +39,7 @@ def test_a_starting_step_then_every_task_running():
     w.hear(2, 99.0)
     s = snap(w, roles)
     assert states(s) == {0: ("running", None), 1: ("running", None), 2: ("running", None)}
-    assert s["tasks"][2]["last_heard"] == WALL - 1.0  # wall clock: monotonic 99 is 1 s before the snapshot
+    assert task_rows(s)[2]["last_heard"] == WALL - 1.0  # wall clock: monotonic 99 is 1 s before the snapshot
     assert s["started_at"] == WALL - 100.0
     assert s["counts"] == {"running": 3}
 

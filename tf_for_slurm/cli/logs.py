@@ -17,6 +17,7 @@ from tf_for_slurm.cli.status import slurm_view as _slurm_view
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder
 from tf_for_slurm.host.scontrol import show_job
+from tf_for_slurm.plan.step_status import task_rows
 
 FOLLOW_POLL = 0.5  # seconds between looks at the files while following
 JOB_POLL = 5.0  # seconds between asking Slurm whether the job has ended
@@ -49,10 +50,10 @@ def pick(folder: str, task: Optional[int], role: Optional[str], index: Optional[
     if status is None:
         raise UsageError(f"--role {role}: no {job_folder.STATUS} in {folder} yet to tell which tasks are {role} "
                          "(use --task RANK)")
-    ranks = [t["rank"] for t in status.get("tasks", []) if t.get("role") == role
-             and (index is None or t.get("index") == index)]
+    tasks = task_rows(status)
+    ranks = [t["rank"] for t in tasks if t.get("role") == role and (index is None or t.get("index") == index)]
     if not ranks:
-        roles = sorted({t.get("role") for t in status.get("tasks", [])})
+        roles = sorted({str(t.get("role")) for t in tasks})
         raise UsageError(bad_value("--role", role if index is None else f"{role} --index {index}",
                                    "a role of this step: " + ", ".join(map(str, roles))))
     return [os.path.join(folder, job_folder.TASK_LOG.format(rank=r)) for r in ranks]

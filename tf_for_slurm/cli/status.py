@@ -18,7 +18,7 @@ from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings
 from tf_for_slurm.host.scontrol import show_job
-from tf_for_slurm.plan.step_status import name
+from tf_for_slurm.plan.step_status import name, task_rows
 from tf_for_slurm.supervise.batch_step import read_checkpoint_step
 
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
@@ -51,6 +51,9 @@ def gather(folder: str, job_id: Optional[str], lookup: Callable[[str], Optional[
            checkpoint: Callable[[Optional[str]], Optional[int]] = read_checkpoint_step) -> Dict[str, Any]:
     """Everything `status` shows, as one JSON-ready dict."""
     step = job_folder.read_json(os.path.join(folder, job_folder.STATUS))
+    if step is not None:  # rows as dicts for people and scripts (the file keeps them compact)
+        step["tasks"] = task_rows(step)
+        step.pop("columns", None)
     batch = job_folder.read_json(os.path.join(folder, job_folder.BATCH))
     if batch is not None and batch.get("checkpoint_dir"):
         batch["checkpoint_now"] = checkpoint(batch["checkpoint_dir"])

@@ -13,6 +13,7 @@ from tf_for_slurm.plan.step_watch import StepWatch
 from tf_for_slurm.plan.strategy import StepRoles
 
 FORMAT = 1  # bumped when a reader could misread the dict
+COLUMNS = ("rank", "role", "index", "node", "state", "status", "restarts", "last_heard")  # of a task row
 STATES = ("starting", "running", "exited", "ending", "ended", "lost")  # a task's, in the file
 
 
@@ -54,14 +55,17 @@ def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: s
         return {"rank": rank, "role": getattr(t, "role", "?"), "index": getattr(t, "index", -1),
                 "node": getattr(t, "node", "?")}
 
-    rows: List[Dict[str, Any]] = []
+    rows: List[List[Any]] = []  # lists, not dicts: a quarter of the cost at thousands of tasks
     counts: Dict[str, int] = {}
+    offset = wall - mono
+    heard, local = watch.heard, watch.local_rank
     for rank in sorted(by_rank):
+        t = by_rank[rank]
         state = task_state(watch, rank)
         counts[state] = counts.get(state, 0) + 1
-        heard = watch.heard.get(rank)
-        rows.append({**who(rank), "state": state, "status": _status_of(watch, rank), "restarts": 0,
-                     "last_heard": at(heard) if rank != watch.local_rank else round(wall, 3)})
+        last = heard.get(rank)
+        when = round(wall, 1) if rank == local else (None if last is None else round(offset + last, 1))
+        rows.append([rank, t.role, t.index, t.node, state, _status_of(watch, rank), 0, when])
     failure = watch.failure
     first = watch.first_exit
     return {
@@ -73,8 +77,14 @@ def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: s
         "first_failure": None if failure is None else {**who(failure.rank), "status": failure.status,
                                                        "reason": failure.reason},
         "first_exit": None if first is None else {**who(first[0]), "status": first[1], "at": at(first[2])},
-        "counts": counts, "tasks": rows,
+        "counts": counts, "columns": list(COLUMNS), "tasks": rows,
     }
+
+
+def task_rows(status: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The file's task rows as dicts (column name -> value)."""
+    columns = status.get("columns", COLUMNS)
+    return [row if isinstance(row, dict) else dict(zip(columns, row)) for row in status.get("tasks", [])]
 
 
 def name(task: Mapping[str, Any]) -> str:
@@ -95,7 +105,7 @@ def summary_lines(status: Mapping[str, Any]) -> List[str]:
     if first is not None:
         lines.append(f"first to end: {name(first)}, status {first['status']}, {first['at'] - started:.1f} s "
                      "after the start")
-    rows = status["tasks"]
+    rows = task_rows(status)
     ended = [t for t in rows if t["state"] in ("ended", "ending")]
     exited = [t for t in rows if t["state"] == "exited"]
     failed = [t for t in exited if t["status"] not in (0, None)]
