@@ -118,6 +118,9 @@ export GRPC_POLL_STRATEGY=poll          # gRPC's epoll engines misbehave on some
 export TF_SLURM_LOG_LEVEL="$LOG_LEVEL"
 export TF_SLURM_SIDECAR_LOG_LEVEL="$PS_LOG_LEVEL"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+# The job folder: exec's hub writes the step's state there (`tf-slurm status $SLURM_JOB_ID`), batch-step the run's.
+jobs_root="${TF_SLURM_JOBS_ROOT:-tf_slurm_jobs}"; [[ "$jobs_root" == /* ]] || jobs_root="${SLURM_SUBMIT_DIR:-$PWD}/$jobs_root"
+export TF_SLURM_JOB_DIR="$jobs_root/$SLURM_JOB_ID"
 mkdir -p "$MODEL_DIR"
 
 echo "job $SLURM_JOB_ID: $NTASKS tasks on ${SLURM_JOB_NODELIST:-?} ($NUM_PS ps, $NUM_WORKERS workers)," \

@@ -62,10 +62,22 @@ def test_mnist_template_completes_when_a_worker_exits_0_at_start(slurm_cluster, 
         timeout=300, env={"PYTHON": str(TASKS / "fail_python.sh"), "REAL_PYTHON": _python(), "OTHERS": "python",
                           "IB": "NoIB", "NUM_PS": "1", "TF_SLURM_REPO": str(REPO), "ITERATIONS": "100",
                           "MODEL_DIR": str(tmp_path / "model"), "DATA_DIR": str(mnist), "FAIL_STATUS": "0",
-                          "FAIL_RANK": "2", "SUPERVISE": "1"}, cwd=str(tmp_path))
+                          "FAIL_RANK": "2", "SUPERVISE": "1", "TF_SLURM_JOBS_ROOT": str(tmp_path / "jobs")},
+        cwd=str(tmp_path))
     log = (tmp_path / f"job-{job}.out").read_text()
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-4000:])
     assert "held-out accuracy" in log, log[-4000:]  # worker 0 trained to the end
+    # the job folder: the step's final state as the hub wrote it, and tf-slurm status reading it with Slurm's
+    assert f"1: tf-slurm: INFO: step {job}.0 (tf1, 3 tasks) ended with status 0" in log, log[-4000:]
+    res = slurm_cluster.run([_python(), "-m", "tf_for_slurm", "status", job, "--json", "--folder",
+                             str(tmp_path / "jobs")], timeout=60, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    view = json.loads(res.stdout)
+    assert view["slurm"]["JobState"] == "COMPLETED" and view["batch"]["state"] == "ended", view
+    step = view["step"]
+    assert (step["state"], step["status"], step["first_exit"]["rank"]) == ("ended", 0, 2), step
+    assert [(t["role"], t["node"], t["state"], t["status"]) for t in step["tasks"]] == [
+        ("ps", "node1", "ended", 0), ("worker", "node2", "exited", 0), ("worker", "node3", "exited", 0)], step
     from datetime import datetime
 
     # from the end of training (the chief's last evaluation, logged with its time), not from the job's
