@@ -167,7 +167,8 @@ def test_template_worker_killed_fails_job(slurm_cluster, tmp_path):
 
 
 # -- interactive srun + tf-slurm exec, unmodified TF_CONFIG script --------------------------------
-def _exec_srun(slurm_cluster, steps: int, mark_dir: Path, tag: str, stamp_exits: bool = False) -> subprocess.Popen:
+def _exec_srun(slurm_cluster, steps: int, mark_dir: Path, tag: str, stamp_exits: bool = False,
+               job_dir: Optional[Path] = None) -> subprocess.Popen:
     """stamp_exits: each command's exit time goes to mark_dir/exit.<rank>, stamped from outside the
     script (its own last print comes before TensorFlow's interpreter teardown, 1-6 s here)."""
     command = [_python(), str(TASKS / "tf_config_train.py"), str(steps), str(mark_dir)]
@@ -176,7 +177,7 @@ def _exec_srun(slurm_cluster, steps: int, mark_dir: Path, tag: str, stamp_exits:
     argv = ["srun", "-N3", "-n4", "--mpi=none", "--kill-on-bad-exit=1", "-l",
             _python(), "-m", "tf_for_slurm", "exec", "--ps", "1", "--", *command]
     env = {**slurm_cluster.env, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "TEST_TAG": tag,
-           "GRPC_POLL_STRATEGY": "poll"}
+           "GRPC_POLL_STRATEGY": "poll", **({"TF_SLURM_JOB_DIR": str(job_dir)} if job_dir else {})}
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             cwd=str(REPO))
 
@@ -202,11 +203,19 @@ def test_exec_unmodified_script_completes(slurm_cluster, tmp_path):
 @pytest.mark.timeout(300)
 def test_exec_unmodified_script_worker_killed_fails(slurm_cluster, tmp_path):
     tag = uuid.uuid4().hex
-    proc = _exec_srun(slurm_cluster, 1_000_000, tmp_path, tag)
+    job_dir = tmp_path / "job"
+    proc = _exec_srun(slurm_cluster, 1_000_000, tmp_path, tag, job_dir=job_dir)
     try:
         _wait_for(lambda: (tmp_path / "worker1.up").exists() or proc.poll() is not None, 150,
                   "worker 1 to start training")
         assert proc.poll() is None, proc.communicate()[0][-4000:]
+        # tf-slurm status while it runs: every task running, with its role and node (the hub writes
+        # within a second of a change, and every 5 s)
+        _wait_for(lambda: _status(job_dir)["step"]["counts"] == {"running": 4}, 30, "every task running")
+        view = _status(job_dir)
+        assert [(t["role"], t["index"], t["node"], t["state"]) for t in view["step"]["tasks"]] == [
+            ("ps", 0, "node1", "running"), ("worker", 0, "node1", "running"), ("worker", 1, "node2", "running"),
+            ("worker", 2, "node3", "running")], view
         victims = _wait_for(lambda: [p for p in _procs_with_env({"TEST_TAG": tag}, "tf_config_train.py")
                                      if _task_of(p) == {"type": "worker", "index": 1}], 30,
                             "worker 1's process")
@@ -222,6 +231,22 @@ def test_exec_unmodified_script_worker_killed_fails(slurm_cluster, tmp_path):
     assert proc.returncode != 0, out[-3000:]
     assert took <= 60
     assert "worker 1 done" not in out
+    step = _status(job_dir)["step"]  # after the end: the killed worker failed first, the others were ended
+    assert (step["state"], step["status"]) == ("ended", 137), step
+    assert {k: step["first_failure"][k] for k in ("role", "index", "node", "status")} == {
+        "role": "worker", "index": 1, "node": "node2", "status": 137}, step
+    assert sorted(t["state"] for t in step["tasks"]) == ["ended", "ended", "ended", "exited"], step
+
+
+def _status(job_dir: Path) -> dict:
+    """`tf-slurm status FOLDER --json` (no Slurm job id: the step's own file only)."""
+    if not (job_dir / "status.json").exists():  # the hub's first write is still to come
+        return {"step": {"counts": None}}
+    res = subprocess.run([_python(), "-m", "tf_for_slurm", "status", str(job_dir), "--json"], capture_output=True,
+                         text=True, timeout=60, cwd=str(REPO))
+    assert res.returncode == 0, res.stderr
+    view = json.loads(res.stdout)
+    return view if view["step"] else {"step": {"counts": None}}
 
 
 def _task_of(pid: int) -> Optional[dict]:
