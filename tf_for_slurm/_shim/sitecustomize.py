@@ -9,6 +9,9 @@
 - TF_SLURM_SIGNAL_HOLD (seconds): a SIGUSR1/SIGUSR2 that arrives before the program handles it
   is held that long for tf_for_slurm's stop request instead of killing the process (srun passes
   the time-limit warning to every process of the step at once, start-up included).
+- TF_SLURM_JOB_TYPE and friends: when the plan does not fit the script (MultiWorkerMirroredStrategy
+  with ps, a chief that only serves, replica_device_setter without ps), one line with the fix and
+  exit 1 instead of TensorFlow's error or a hang (tf_slurm_plan_hints).
 Then any other sitecustomize further down sys.path runs as usual.
 """
 
@@ -47,6 +50,17 @@ if _filters and _recovery:
         _install_wait(float(_recovery))
     except ValueError:
         _sys.stderr.write(f"tf_for_slurm: TF_SLURM_RECOVERY_WAIT={_recovery!r} is not a number of seconds\n")
+
+_role = _os.environ.get("TF_SLURM_JOB_TYPE", "")
+if _role:
+    try:
+        from tf_slurm_plan_hints import install as _install_hints  # this shim's own directory
+
+        _install_hints(_role, _os.environ.get("TF_SLURM_TASK_INDEX", ""), _os.environ.get("TF_SLURM_NUM_PS", ""),
+                       _os.environ.get("TF_SLURM_NUM_WORKERS", ""), _os.environ.get("TF_SLURM_IS_CHIEF", ""),
+                       _os.environ.get("TF_CONFIG", ""))
+    except ValueError:  # counts that are not numbers: no hints, the program as before
+        pass
 
 _hold = _os.environ.get("TF_SLURM_SIGNAL_HOLD", "")
 if _hold:

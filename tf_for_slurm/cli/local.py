@@ -8,10 +8,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Optional
 
-from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings, slurm
-from tf_for_slurm.supervise.emulated_step import check_job_id, new_job_id
+from tf_for_slurm.host.environment import plan_from_env
+from tf_for_slurm.plan.summary import roles_line
+from tf_for_slurm.supervise import emulated_step
+from tf_for_slurm.supervise.emulated_step import Layout, check_job_id, new_job_id
 from tf_for_slurm.supervise.launcher import DEFAULT_KILL_GRACE, launch, make_layout
 
 DESCRIPTION = "`tf-slurm local`: run N tasks on this machine with the environment a Slurm step would give them."
@@ -63,6 +67,21 @@ def main(args: argparse.Namespace) -> int:
     def started() -> None:
         if job_dir is not None:
             sys.stderr.write(f"tf-slurm local: job {job_id}: `tf-slurm status {job_dir}` shows its tasks\n")
+            line = plan_line(layout, job_id, args.ps, args.tasks)
+            if line:
+                sys.stderr.write(f"tf-slurm local: {line}\n")
 
     return launch(command, layout, job_id=job_id, ps=args.ps, tasks=args.tasks, kill_grace=args.kill_grace,
                   under_exec=not args.slurm_env_only, output=args.output, job_dir=job_dir, on_start=started)
+
+
+def plan_line(layout: Layout, job_id: str, ps: Optional[int], tasks: Optional[str]) -> Optional[str]:
+    """The roles and the strategy every task's `tf-slurm exec` will plan (as task 0 sees them), or None
+    when the settings give no plan (then each task says why, as before)."""
+    env = settings.environ()
+    task0 = emulated_step.task_env(layout, 0, job_id, env, ps=ps, tasks=tasks)
+    try:
+        plan = plan_from_env(task0, check=False)
+        return roles_line(plan.tasks, settings.text(env, settings.STRATEGY), settings.STRATEGY)
+    except TfSlurmError:
+        return None

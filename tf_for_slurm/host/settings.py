@@ -91,6 +91,8 @@ TASK_INDEX = _setting("TF_SLURM_TASK_INDEX", "int", None, "this task's index wit
 RANK = _setting("TF_SLURM_RANK", "int", None, "this task's rank in the step", internal=True)
 NUM_PS = _setting("TF_SLURM_NUM_PS", "int", None, "number of ps in the step", internal=True)
 NUM_WORKERS = _setting("TF_SLURM_NUM_WORKERS", "int", None, "number of workers in the step", internal=True)
+IS_CHIEF = _setting("TF_SLURM_IS_CHIEF", "flag", None, "`1` when this task is the step's chief (the shim's plan hints)",
+                    internal=True)
 SELF_ADDRESS = _setting("TF_SLURM_SELF_ADDRESS", "text", None, "this task's host:port", internal=True)
 TF_CONFIG_FILE = _setting("TF_SLURM_TF_CONFIG_FILE", "text", None, "the full TF_CONFIG when it exceeds 128 KiB",
                           internal=True)
@@ -111,7 +113,7 @@ LOCAL_RESV_PORTS = _setting("TF_SLURM_LOCAL_RESV_PORTS", "text", None, "scripts/
 
 # Variables of a Slurm step or an earlier run that `tf-slurm local` must not pass on to its tasks.
 STALE_FOR_LOCAL: Tuple[str, ...] = (TASKS, PS, ADDRESS, PORT_SCOPE, JOB_TYPE, TASK_INDEX, RANK, NUM_PS,
-                                    NUM_WORKERS, SELF_ADDRESS, TF_CONFIG_FILE, SUPERVISED, LAUNCH_REPORT,
+                                    NUM_WORKERS, IS_CHIEF, SELF_ADDRESS, TF_CONFIG_FILE, SUPERVISED, LAUNCH_REPORT,
                                     SESSION_FILTERS)
 
 

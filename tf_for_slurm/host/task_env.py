@@ -16,6 +16,7 @@ from typing import Optional
 
 from tf_for_slurm.host import settings
 from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.plan.strategy import find_chief
 
 MAX_ENV_STRING = 128 * 1024  # bytes, "NAME=value" plus the trailing NUL
 SHIM_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_shim")  # tf_for_slurm/_shim
@@ -49,6 +50,7 @@ def task_env(plan: ClusterPlan, rank: Optional[int] = None) -> TaskEnv:
     rank = plan.me.rank if rank is None else rank
     task = plan.tasks[rank]
     full = plan.tf_config_json(rank)
+    chief = find_chief(plan.tasks)
     base = {
         settings.JOB_TYPE: task.role,
         settings.TASK_INDEX: str(task.index),
@@ -56,6 +58,7 @@ def task_env(plan: ClusterPlan, rank: Optional[int] = None) -> TaskEnv:
         settings.NUM_PS: str(plan.count("ps")),
         settings.NUM_WORKERS: str(plan.count("worker")),
         settings.SELF_ADDRESS: task.address,
+        settings.IS_CHIEF: "1" if chief is not None and chief.rank == rank else "0",
     }
     if fits("TF_CONFIG", full):
         return TaskEnv({"TF_CONFIG": full, **base}, full, False, "TF_CONFIG set in the environment")
