@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "mnist_distributed")
 LAUNCH_SCRIPT = os.path.join(EXAMPLE, "LaunchTFServerWithHooks.py")
 sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from ports import free_base_port  # noqa: E402  (shared with the tests)
 
 
 # -- the hand-written task (what people write without the library) ---------------------------------
@@ -59,28 +60,6 @@ def hand_task(model_dir: str, data_dir: str, iterations: int, sync: bool) -> int
 
 
 # -- running the variants ------------------------------------------------------------------------
-
-def free_base_port(n: int) -> int:
-    """First of 2n consecutive ports that are free now (server + auxiliary port per task)."""
-    import random
-
-    for _ in range(200):
-        base = random.randint(20000, 32000)
-        socks = []
-        try:
-            for port in range(base, base + 2 * n):
-                s = socket.socket()
-                socks.append(s)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind(("0.0.0.0", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free block of ports found")
-
 
 def _base_env() -> dict:
     env = dict(os.environ)

@@ -544,7 +544,7 @@ def bench_size(n: int, args, timing) -> dict:
         if not j["ok"]:
             raise RuntimeError(f"{n} tasks: only {j['joined']} of {step.joining} joined:\n{step.hub_log()}")
         fig["join2"] = j
-        time.sleep(0.5)
+        time.sleep(args.settle)
         victim = step.sims[-1]
         rank = victim.first + victim.count - 1
         box = _hub_exit_thread(step, _exit_wait(timing))
@@ -580,9 +580,9 @@ def bench_reports(r: int, chief_done: bool, args, timing) -> dict:
         if not j["ok"]:
             raise RuntimeError(f"{r} reports: only {j['joined']} of {step.joining} joined:\n{step.hub_log()}")
         fig["join"] = j
-        time.sleep(0.5)
+        time.sleep(args.settle)
         cpu0 = _cpu_seconds(step.hub.pid)
-        at = time.monotonic() + 0.5
+        at = time.monotonic() + args.settle
         for s in step.sims:
             s.tell(f"exit 0 {at:.6f}")
         box = _hub_exit_thread(step, args.report_timeout + 10)
@@ -705,6 +705,9 @@ def main(argv=None) -> int:
     p.add_argument("--sims", type=int, default=4, help="simulator processes")
     p.add_argument("--report-sims", type=int, default=8, help="simulator processes for the reports")
     p.add_argument("--report-timeout", type=float, default=30.0, help="give up on the reports after this")
+    p.add_argument("--settle", type=float, default=0.5,
+                   help="seconds of heartbeats after a join before the next event, and how far ahead the reports' "
+                        "agreed instant lies (the tests' tiny run: less)")
     p.add_argument("--chief-done", choices=("both", "no", "yes"), default="both",
                    help="reports while the chief runs, after it is done, or both")
     p.add_argument("--strict", action="store_true", help="exit 1 when a figure misses its target")

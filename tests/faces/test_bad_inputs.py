@@ -3,7 +3,7 @@
 API rows: the call raises exactly one TfSlurmError whose message is one line and names the argument
 or variable (and holds the other needles).  CLI rows: `tf-slurm ...` (or the example) exits 2 with one
 line on stderr naming what the user set, and no traceback.  The rows already checked elsewhere
-(test_slurm_env.BAD_ENVS, test_cli.BAD_CALLS, test_memory.BAD) are part of the table too.
+(envs.BAD_ENVS, memory_cases.BAD) are part of the table too.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from envs import step_env
-from test_cli import BAD_CALLS
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "host"))  # the memory table lives with its tests
-from test_memory import BAD as BAD_MEMORY  # noqa: E402
-from test_slurm_env import BAD_ENVS
+from cli_runs import clean_env
+from envs import BAD_ENVS, step_env
+from memory_cases import BAD as BAD_MEMORY
 
 import tf_for_slurm
 from tf_for_slurm.errors import TfSlurmError
@@ -239,6 +237,30 @@ CLI = [
     (["batch-status", "--srun-status", "1", "--srun-log", "/nonexistent"], {}, ["--srun-log='/nonexistent'"]),
     (["node-address", "--iface", "nosuch0"], {}, ["iface='nosuch0'", "lo"]),
 ]
+# more CLI rows, one needle each (args, environment, needle)
+BAD_CALLS = [
+    (["explain", "--nodelist", "n[1-"], {}, "--nodelist='n[1-': expected a Slurm hostlist"),
+    (["explain", "--nodelist", "n[1-2]", "--tasks-per-node", "1,2,3"], {},
+     "--tasks-per-node='1,2,3': expected one count per node"),
+    (["explain", "--nodelist", "n1", "--tasks-per-node", "x"], {}, "--tasks-per-node='x': expected a task count list"),
+    (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--tasks", "ps,boss"], {}, "ListOfTFTasks[1]='boss'"),
+    (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--ps", "2"], {}, "ps=2: expected at most 1"),
+    (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--address", "ib"], {},
+     "--address='ib': expected 'hostname'"),
+    (["explain", "--tasks-per-node", "2"], {}, "--tasks-per-node given without --nodelist"),
+    (["explain", "--ps", "two"], {}, "argument --ps: invalid int value: 'two'"),
+    (["tf-config"], {}, "SLURM_JOB_ID is not set"),
+    (["tf-config", "--nodelist", "n1", "--tasks-per-node", "2"], {}, "--rank is required for an offline plan"),
+    (["tf-config", "--nodelist", "n1", "--tasks-per-node", "2", "--rank", "5"], {}, "--rank=5: expected a rank in 0-1"),
+    (["exec"], step_env("localhost", "2"), "exec: expected a command after '--'"),
+    (["exec", "--", "true"], step_env("nohost.invalid", "2"),
+     "'nohost.invalid' of ps:0 (rank 0, node nohost.invalid) does not resolve"),
+    (["nonsense"], {}, "invalid choice: 'nonsense'"),
+    (["--log-level", "LOUD", "explain"], {}, "--log-level='LOUD': expected DEBUG"),
+    (["explain"], {**step_env("n[1-2]", "2(x2)"), "SLURM_NODEID": "7"},
+     "SLURM_NODEID=7: expected a node index below 2"),
+]
+
 CLI += [(args, env, [msg]) for args, env, msg in BAD_CALLS]
 
 
@@ -250,8 +272,8 @@ def _run(argv, env, timeout=60):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("args,env,needles", CLI, ids=[" ".join(r[0])[:50] for r in CLI])
-def test_cli_row(args, env, needles):
-    r = _run(["-m", "tf_for_slurm", *args], env)
+def test_cli_row(args, env, needles, cli_runs):
+    r = cli_runs.run(args, clean_env(**env))  # forked: the interpreter's start-up once for every row
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
     for needle in needles:

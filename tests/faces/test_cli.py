@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 from envs import step_env
 
 from tf_for_slurm.cli import main
@@ -90,37 +89,7 @@ def test_exec_at_16384_tasks_gives_python_the_full_tf_config(tmp_path):
     assert trimmed["cluster"]["worker"] == {"4999": trimmed["cluster"]["worker"]["4999"]}
 
 
-BAD_CALLS = [
-    (["explain", "--nodelist", "n[1-"], {}, "--nodelist='n[1-': expected a Slurm hostlist"),
-    (["explain", "--nodelist", "n[1-2]", "--tasks-per-node", "1,2,3"], {},
-     "--tasks-per-node='1,2,3': expected one count per node"),
-    (["explain", "--nodelist", "n1", "--tasks-per-node", "x"], {}, "--tasks-per-node='x': expected a task count list"),
-    (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--tasks", "ps,boss"], {}, "ListOfTFTasks[1]='boss'"),
-    (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--ps", "2"], {}, "ps=2: expected at most 1"),
-    (["explain", "--nodelist", "n1", "--tasks-per-node", "2", "--address", "ib"], {},
-     "--address='ib': expected 'hostname'"),
-    (["explain", "--tasks-per-node", "2"], {}, "--tasks-per-node given without --nodelist"),
-    (["explain", "--ps", "two"], {}, "argument --ps: invalid int value: 'two'"),
-    (["tf-config"], {}, "SLURM_JOB_ID is not set"),
-    (["tf-config", "--nodelist", "n1", "--tasks-per-node", "2"], {}, "--rank is required for an offline plan"),
-    (["tf-config", "--nodelist", "n1", "--tasks-per-node", "2", "--rank", "5"], {}, "--rank=5: expected a rank in 0-1"),
-    (["exec"], step_env("localhost", "2"), "exec: expected a command after '--'"),
-    (["exec", "--", "true"], step_env("nohost.invalid", "2"),
-     "'nohost.invalid' of ps:0 (rank 0, node nohost.invalid) does not resolve"),
-    (["nonsense"], {}, "invalid choice: 'nonsense'"),
-    (["--log-level", "LOUD", "explain"], {}, "--log-level='LOUD': expected DEBUG"),
-    (["explain"], {**step_env("n[1-2]", "2(x2)"), "SLURM_NODEID": "7"},
-     "SLURM_NODEID=7: expected a node index below 2"),
-]
-
-
-@pytest.mark.parametrize("args,env,message", BAD_CALLS)
-def test_usage_errors_are_one_line_exit_2(args, env, message):
-    r = run(args, env=env)
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    assert message in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert "Traceback" not in r.stderr
+# The usage errors of `tf-slurm` (exit 2, one line on stderr) are rows of tests/faces/test_bad_inputs.py's CLI table.
 
 
 def test_exec_of_a_missing_program():

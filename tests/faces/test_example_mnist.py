@@ -22,6 +22,7 @@ import time
 import numpy as np
 import pytest
 from data_paths import mnist_dir
+from ports import free_base_port
 
 from tf_for_slurm.errors import UsageError
 
@@ -271,32 +272,6 @@ def test_wrong_task_count_fails_fast_through_the_launcher(tmp_path):
 
 # -- real distributed runs -------------------------------------------------------------------------
 
-def _free_base_port(n: int) -> int:
-    """A base port whose 2n ports (server + auxiliary per task) are free right now.
-
-    Other test suites on this machine start TensorFlow servers too; checking a random block just
-    before the launch keeps this test from failing on their ports (the job-derived window would
-    otherwise collide now and then).
-    """
-    rng = np.random.RandomState()
-    for _ in range(200):
-        base = int(rng.randint(20000, 32000))
-        socks = []
-        try:
-            for port in range(base, base + 2 * n):
-                s = socket.socket()
-                socks.append(s)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind(("0.0.0.0", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free block of ports found")
-
-
 # The step's supervisor ends a ps (TF2: every server) once training is over: SIGTERM, then SIGKILL
 # after TF_SLURM_KILL_GRACE (3 s). The example's servers keep serving on SIGTERM until their done
 # reports came, then print how they ended and exit by themselves; the tests read those lines, so
@@ -308,7 +283,7 @@ def _local(n, launcher_args, script, args, timeout):
     cmd = [sys.executable, "-m", "tf_for_slurm", "local", "-n", str(n), *launcher_args, "--",
            sys.executable, os.path.join(EXAMPLE, script), *args]
     env = {**_env(), **SERVERS_END_BY_THEMSELVES}
-    env["TF_SLURM_BASE_PORT"] = str(_free_base_port(n))
+    env["TF_SLURM_BASE_PORT"] = str(free_base_port(n))
     return subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=timeout)
 
@@ -357,7 +332,7 @@ def test_async_run_checkpoints_reaches_accuracy_and_resumes(tmp_path, data_dir):
     # rehearsal by hand) stops it at the next step with a checkpoint, and every task exits 0
     cmd = [sys.executable, "-m", "tf_for_slurm", "local", "-n", "3", "--ps", "1", "--", sys.executable,
            os.path.join(EXAMPLE, "LaunchTFServerWithHooks.py"), *common, "--Iterations", "100000"]
-    env = {**_env(), **SERVERS_END_BY_THEMSELVES, "TF_SLURM_BASE_PORT": str(_free_base_port(3))}
+    env = {**_env(), **SERVERS_END_BY_THEMSELVES, "TF_SLURM_BASE_PORT": str(free_base_port(3))}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     try:
@@ -405,7 +380,7 @@ def test_ps_exits_nonzero_when_a_worker_dies(tmp_path, data_dir):
     from tf_for_slurm.supervise.launcher import make_layout, task_env
 
     layout, env = make_layout(3), _env()
-    env["TF_SLURM_BASE_PORT"] = str(_free_base_port(3))
+    env["TF_SLURM_BASE_PORT"] = str(free_base_port(3))
     model_dir = str(tmp_path / "run")
     args = ["--data_dir", data_dir, "--model_dir", model_dir, "--ps", "1", "--workers", "2",
             "--Iterations", "100000", "--eval_every", "50"]

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import tf_for_slurm
-from wheel_build import build_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,9 +23,10 @@ def _setup_cfg() -> configparser.ConfigParser:
     return cfg
 
 
+@pytest.mark.install
 @pytest.mark.timeout(300)
-def test_wheel_contents(tmp_path):
-    wheel = zipfile.ZipFile(build_wheel(tmp_path))
+def test_wheel_contents(built_wheel):
+    wheel = zipfile.ZipFile(built_wheel)
     names = wheel.namelist()
     assert "tf_for_slurm/py.typed" in names and "tf_for_slurm/_shim/sitecustomize.py" in names
     assert "tf_for_slurm/_shim/tf_slurm_session_filters.py" in names

@@ -266,8 +266,7 @@ def _local_example(args: list, n: int = 3) -> subprocess.CompletedProcess:
                           text=True, timeout=60)
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("args,message", [
+BAD_COUNTS = [
     (["-ps", "1", "-workers", "3"], "--ps=1 + --workers=3 = 4: expected the number of tasks in the step (3)"),
     (["-ps", "2", "-workers", "2"], "--ps=2 + --workers=2 = 4: expected the number of tasks in the step (3)"),
     (["-ps", "0"], "--ps=0: expected at least 1 parameter server"),
@@ -275,10 +274,31 @@ def _local_example(args: list, n: int = 3) -> subprocess.CompletedProcess:
     (["-workers", "0"], "--workers=0: expected at least 1 worker"),
     (["--ps", "1", "--workers", "1"], "--ps=1 + --workers=1 = 2: expected the number of tasks in the step (3)"),
     (["-ps", "one"], "argument -ps/--ps: invalid int value: 'one'"),
-], ids=["workers-too-many", "sum-too-big", "no-ps", "no-worker-left", "no-worker", "sum-too-small", "not-int"])
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args,message", BAD_COUNTS,
+                         ids=["workers-too-many", "sum-too-big", "no-ps", "no-worker-left", "no-worker",
+                              "sum-too-small", "not-int"])
 def test_example_bad_counts_are_one_line_errors(args, message):
+    # one task of a 3-task step (the check is the same in every task; the launcher's run is below)
+    r = subprocess.run([sys.executable, str(EXAMPLE / "LaunchTFServerWithHooks.py"), "--data_dir", "/nonexistent",
+                        "--model_dir", "/nonexistent/m", *args], cwd=str(REPO),
+                       env=_clean_env(**step_env("localhost", "3", slot=1)), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "LaunchTFServerWithHooks.py: error:" in lines[0] and message in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.timeout(120)
+def test_example_bad_counts_through_the_launcher_are_one_line_errors():
+    args, message = BAD_COUNTS[0]
     r = _local_example(args)
     assert r.returncode == 2, r.stdout[-2000:]
     lines = [line for line in r.stdout.splitlines() if "LaunchTFServerWithHooks.py: error:" in line]
-    assert lines and all(message in line for line in lines), r.stdout[-2000:]  # one line, in each task
+    # one line in each task that got that far (the first to exit ends the others)
+    assert lines and all(message in line for line in lines), r.stdout[-2000:]
     assert "Traceback" not in r.stdout

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from data_paths import mnist_dir
-from test_example_mnist import _free_base_port as free_base_port
+from ports import free_base_port
 
 pytestmark = [pytest.mark.tf]
 

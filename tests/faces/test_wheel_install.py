@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from envs import step_env
-from wheel_build import build_wheel
 
+pytestmark = pytest.mark.install
 
 CHILD = r"""
 import json, os, stat, subprocess, sys
@@ -35,14 +35,12 @@ print(json.dumps({"workers": len(cfg["cluster"]["worker"]), "index": cfg["task"]
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
+def installed(tmp_path_factory, built_wheel) -> Path:
     """A fresh virtualenv with the wheel of this tree installed (dependencies from the index)."""
-    base = tmp_path_factory.mktemp("wheel")
-    wheel = build_wheel(base)
-    venv = base / "venv"
+    venv = tmp_path_factory.mktemp("installed") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                          str(wheel)], capture_output=True, text=True, timeout=300)
+                          str(built_wheel)], capture_output=True, text=True, timeout=300)
     if pip.returncode != 0 and "python-hostlist" in pip.stderr and "No matching distribution" in pip.stderr:
         pytest.skip("python-hostlist cannot be downloaded here (no package index)")
     assert pip.returncode == 0, pip.stderr[-3000:]

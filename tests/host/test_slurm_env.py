@@ -5,7 +5,7 @@ import pytest
 from tf_for_slurm.errors import SlurmEnvError
 from tf_for_slurm.host.slurm import expand_nodelist, format_tasks_per_node, parse_port_list, parse_tasks_per_node, step_from_env
 from tf_for_slurm.plan.step import offline_step
-from envs import step_env
+from envs import BAD_ENVS, step_env
 
 
 @pytest.mark.parametrize("spec,expected", [
@@ -90,33 +90,6 @@ def test_gpus_and_resv_ports():
 
 def test_offline_single_count_applies_to_every_node():
     assert offline_step("n[1-3]", "2").tasks_per_node == (2, 2, 2)
-
-
-BAD_ENVS = [
-    ({"SLURM_JOB_ID": None}, "SLURM_JOB_ID is not set"),
-    ({"SLURM_JOB_ID": "12 34"}, "SLURM_JOB_ID='12 34': expected a job id"),
-    ({"SLURM_STEP_NODELIST": "node[1-3", "SLURM_JOB_NODELIST": None}, "SLURM_STEP_NODELIST='node[1-3': expected a Slurm hostlist"),
-    ({"SLURM_STEP_NODELIST": "node[3-1]"}, "SLURM_STEP_NODELIST='node[3-1]'"),
-    ({"SLURM_STEP_NODELIST": None, "SLURM_JOB_NODELIST": None}, "SLURM_JOB_NODELIST is not set"),
-    ({"SLURM_STEP_TASKS_PER_NODE": "2(x)"}, "SLURM_STEP_TASKS_PER_NODE='2(x)': expected a task count list"),
-    ({"SLURM_STEP_TASKS_PER_NODE": "0,2,2"}, "expected task counts and repeats of at least 1"),
-    ({"SLURM_STEP_TASKS_PER_NODE": "abc"}, "SLURM_STEP_TASKS_PER_NODE='abc'"),
-    ({"SLURM_STEP_TASKS_PER_NODE": "2,2"}, "expected one count per node of SLURM_STEP_NODELIST"),
-    ({"SLURM_STEP_TASKS_PER_NODE": None, "SLURM_TASKS_PER_NODE": None}, "SLURM_TASKS_PER_NODE is not set"),
-    ({"SLURM_STEP_NUM_TASKS": "7"}, "SLURM_STEP_NUM_TASKS='7': expected 6"),
-    ({"SLURM_STEP_NUM_TASKS": "six"}, "SLURM_STEP_NUM_TASKS='six': expected an integer"),
-    ({"SLURM_PROCID": "-1"}, "SLURM_PROCID='-1': expected an integer >= 0"),
-    ({"SLURM_PROCID": "9"}, "SLURM_PROCID=9: expected a rank below 6"),
-    ({"SLURM_LOCALID": "x"}, "SLURM_LOCALID='x'"),
-    ({"SLURM_LOCALID": "2"}, "SLURM_LOCALID=2: expected a local id below 2"),
-    ({"SLURM_NODEID": "5"}, "SLURM_NODEID=5: expected a node index below 3"),
-    ({"SLURMD_NODENAME": "other"}, "SLURMD_NODENAME='other': expected one of the step's nodes"),
-    ({"SLURMD_NODENAME": "node3"}, "SLURM_NODEID=0 names node 'node1' but SLURMD_NODENAME='node3'"),
-    ({"SLURM_STEP_RESV_PORTS": "12000-11000"}, "SLURM_STEP_RESV_PORTS='12000-11000'"),
-    ({"SLURM_STEP_RESV_PORTS": "abc"}, "SLURM_STEP_RESV_PORTS='abc': expected ports"),
-    ({"SLURM_CPUS_PER_TASK": "0"}, "SLURM_CPUS_PER_TASK='0': expected an integer >= 1"),
-    ({"SLURM_MEM_PER_CPU": "lots"}, "SLURM_MEM_PER_CPU='lots': expected memory in MB"),
-]
 
 
 @pytest.mark.parametrize("changes,message", BAD_ENVS)

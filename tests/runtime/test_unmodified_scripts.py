@@ -6,6 +6,7 @@ Under `tf-slurm local` and under real Slurm (`srun ... tf-slurm exec -- python s
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -21,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parents[1] / "unmodified"
 PY = sys.executable
 
-pytestmark = [pytest.mark.tf]
-tf = pytest.importorskip("tensorflow", reason="needs TensorFlow")
+# find_spec, not importorskip: importing TensorFlow at collection cost every run seconds, even `-m "not tf"`
+pytestmark = [pytest.mark.tf,
+              pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs TensorFlow")]
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
 for _name in ("TF_USE_LEGACY_KERAS", "TF_CONFIG"):  # the product decides, not the test

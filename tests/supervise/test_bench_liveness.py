@@ -14,11 +14,14 @@ BENCH = ROOT / "bench" / "bench_liveness.py"
 
 @pytest.mark.timeout(120)
 def test_bench_liveness_tiny(tmp_path):
-    env = {**os.environ, "TF_SLURM_HEARTBEAT": "0.2", "TF_SLURM_SILENCE": "1", "TF_SLURM_KILL_GRACE": "1",
+    # the hub ends the chief's `sleep` at once; it waits its end grace (kill grace + 2 s) for the
+    # unreachable task in each of its two runs: the smallest kill grace keeps that short
+    env = {**os.environ, "TF_SLURM_HEARTBEAT": "0.2", "TF_SLURM_SILENCE": "1", "TF_SLURM_KILL_GRACE": "0.1",
            "PYTHONPATH": str(ROOT)}
     figures = tmp_path / "figures.json"
-    proc = subprocess.run([sys.executable, str(BENCH), "--sizes", "20", "--reports", "200", "--wait", "1",
+    proc = subprocess.run([sys.executable, str(BENCH), "--sizes", "20", "--reports", "200", "--wait", "0.5",
                            "--unreachable", "0.1", "--sims", "2", "--report-sims", "2", "--report-timeout", "20",
+                           "--settle", "0.2",
                            "--json", str(figures)],
                           env=env, capture_output=True, text=True, timeout=110)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

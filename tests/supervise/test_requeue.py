@@ -223,18 +223,18 @@ def test_batch_step_warning_requeues_at_the_margin(fake_slurm):
     tmp_path, env = fake_slurm
     t0 = time.monotonic()
     # FAKE_LOOPS=300: the stand-in step runs 30 s unless told, so it is always told first (it would end
-    # by itself after 4 s, the very moment it is told: the two raced)
-    rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "34", "FAKE_LOOPS": "300"}, signal.SIGUSR1,
+    # by itself after 4 s, about the moment it is told: the two raced)
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "33", "FAKE_LOOPS": "300"}, signal.SIGUSR1,
                           "--warn-margin", "30")
     assert rc == 0, log
-    assert time.monotonic() - t0 < 15, log  # told ~4 s after the warning (34 s left, margin 30)
-    m = re.search(r"SIGUSR1 \(3[34] s before the time limit\): telling the step's tasks to stop at their next step "
+    assert time.monotonic() - t0 < 15, log  # told 2-3 s after the warning (33 s left, margin 30)
+    m = re.search(r"SIGUSR1 \(3[23] s before the time limit\): telling the step's tasks to stop at their next step "
                   r"in ([0-9]+) s", log)
-    assert m and 2 <= int(m.group(1)) <= 4, log
+    assert m and 2 <= int(m.group(1)) <= 3, log
     told = re.search(r"(\d\d):(\d\d):(\d\d) passed SIGUSR1 on to the step", log)
     warned = re.search(r"(\d\d):(\d\d):(\d\d) SIGUSR1 \(", log)
     secs = [int(a) * 3600 + int(b) * 60 + int(c) for a, b, c in (warned.groups(), told.groups())]
-    assert 2 <= (secs[1] - secs[0]) % 86400 <= 5, log
+    assert 1 <= (secs[1] - secs[0]) % 86400 <= 5, log  # whole seconds: a wait of 2-3 s shows as 1 to 4
     assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"]
     assert "requeued job 77" in log and "requeue 1 of at most 10" in log and "global step 300" in log
 
@@ -255,7 +255,7 @@ def test_batch_step_no_requeue_on_sigterm_or_at_the_limit_or_at_the_target(fake_
 @pytest.mark.timeout(60)
 def test_batch_step_without_a_signal_ends_with_the_steps_status(fake_slurm):
     tmp_path, env = fake_slurm
-    rc, log = _batch_step(tmp_path, env)
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_LOOPS": "2"})  # the stand-in step ends by itself after 0.2 s
     assert rc == 0 and "without a time-limit warning" in log and "srun exit status 0" in log, log
     assert not (tmp_path / "scontrol.args").exists()
 
