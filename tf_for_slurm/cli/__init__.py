@@ -13,7 +13,7 @@ import sys
 from importlib import metadata
 from typing import Any, Optional, Sequence, Union
 
-from tf_for_slurm.cli import batch, batch_step, local, logs, mem, status
+from tf_for_slurm.cli import batch, batch_step, local, logs, mem, status, submit
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import SlurmEnvError, TfSlurmError, UsageError, bad_value
 from tf_for_slurm.host import settings, slurm
@@ -139,6 +139,9 @@ HELP = {
     "status": ("Print every task of a job's step (role, node, state, exit status) and Slurm's state of the job.",
                "tf-slurm status 123456\n  tf-slurm status tf_slurm_jobs/123456 --watch\n"
                "  tf-slurm status 123456 --json"),
+    "submit": ("Write a batch script into a job folder and submit it with sbatch (--dry-run: print it and the plan).",
+               "tf-slurm submit -N 3 --ntasks-per-node 1 --ps 1 -t 1:00:00 -- python train.py --epochs 3\n"
+               "  tf-slurm submit -N 2 -n 4 --tasks chief,ps,worker,worker --dry-run -- python pss.py"),
     "logs": ("Print a job's log files from its folder: the batch log, a task's, or a role's; --follow.",
              "tf-slurm logs 123456 --role ps\n  tf-slurm logs 123456 --task 2 --follow"),
 }
@@ -153,6 +156,7 @@ MODULE_COMMANDS = (
     ("batch-step", batch_step.add_arguments, batch_step.main),
     ("status", status.add_arguments, status.main),
     ("logs", logs.add_arguments, logs.main),
+    ("submit", submit.add_arguments, submit.main),
 )
 
 

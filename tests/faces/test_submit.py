@@ -1,0 +1,252 @@
+"""`tf-slurm submit`: the script --dry-run prints (golden files), bad options (one line, exit 2),
+hostile values reaching the job literally, and sbatch's own errors passed on.
+
+Stand-ins on PATH play sbatch, scontrol, scancel and srun (they record what they were given); the
+real-Slurm runs are in tests/slurm/test_submit_slurm.py.
+
+The golden files (tests/faces/golden/submit_*.txt) are the exact --dry-run output, with this
+test's temporary folder written <TMP>.  After a deliberate change to the script, regenerate them
+with `UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/faces/test_submit.py -k golden` and review
+the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tf_for_slurm.host.batch_script import time_limit_seconds
+
+PY = sys.executable
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+FAKES = {
+    # records its argv (NUL-separated: values may hold newlines) and the script on stdin
+    "sbatch": """#!/bin/bash
+printf '%s\\0' "$@" > "$FAKE_DIR/sbatch.args"
+cat > "$FAKE_DIR/sbatch.stdin"
+if [[ -n "${FAKE_SBATCH_FAIL:-}" ]]; then printf '%b' "$FAKE_SBATCH_FAIL" >&2; exit 1; fi
+echo "4242;cluster"
+""",
+    "scontrol": """#!/bin/bash
+printf '%s\\n' "$*" >> "$FAKE_DIR/scontrol.calls"
+if [[ "$1" == release ]]; then
+    if [[ -n "${FAKE_RELEASE_FAIL:-}" ]]; then echo "scontrol: error: Access/permission denied" >&2; exit 1; fi
+    exit 0
+fi
+exit 1
+""",
+    "scancel": """#!/bin/bash
+printf '%s\\n' "$*" >> "$FAKE_DIR/scancel.calls"
+""",
+    "srun": """#!/bin/bash
+printf '%s\\0' "$@" > "$FAKE_DIR/srun.args"
+printf '%s' "$TF_SLURM_JOB_DIR" > "$FAKE_DIR/srun.job_dir"
+""",
+}
+
+
+@pytest.fixture
+def fake(tmp_path):
+    """(environment with the stand-ins first on PATH and no TF_SLURM_/SLURM_ variables, record folder)."""
+    bin_dir, rec = tmp_path / "bin", tmp_path / "rec"
+    bin_dir.mkdir()
+    rec.mkdir()
+    for name, text in FAKES.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_SLURM_", "SLURM_"))}
+    env.update({"PATH": f"{bin_dir}:{env['PATH']}", "FAKE_DIR": str(rec), "PYTHONPATH": str(ROOT)})
+    return env, rec
+
+
+def submit(*args, env, cwd, timeout=60):
+    return subprocess.run([PY, "-m", "tf_for_slurm", "submit", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+GOLDEN_CASES = {
+    "tf1": ["-N", "3", "--ntasks-per-node", "1", "--ps", "1", "-t", "30", "--", "python", "train.py", "--epochs", "3"],
+    "pss_all_options": [
+        "-N", "2", "-n", "4", "--tasks", "chief,ps,worker,worker", "-c", "2", "-t", "1-00:00:00", "-p", "gpu,debug",
+        "--gpus-per-node", "a100:2", "--mem-per-cpu", "4G", "-A", "proj", "--qos", "high", "-J", "my pss",
+        "--exclusive", "--sbatch-arg=--constraint=ib", "--sbatch-arg=--mail-type=END", "--strategy", "pss",
+        "--address", "template:{host}-ib", "--checkpoint-dir", "runs/pss", "--target", "500", "--warn-margin", "30",
+        "--max-requeues", "3", "--", "python", "tf2_parameter_server.py", "--ps", "1", "--workers", "2"],
+    "mwms": ["-n", "2", "--ps", "0", "--", "python", "-u", "mwms.py"],
+    "chief_per_node": ["-N", "2", "--ntasks-per-node", "2", "--ps", "1", "--chief", "--address", "auto", "--",
+                       "./run.sh", "it's $HOME"],
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
+def test_dry_run_golden(case, tmp_path, fake):
+    env, rec = fake
+    res = submit("--folder", str(tmp_path / "jobs"), "--python", "python3", "--dry-run", *GOLDEN_CASES[case],
+                 env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+    out = res.stdout.replace(str(tmp_path), "<TMP>")
+    path = GOLDEN / f"submit_{case}.txt"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(out)
+    assert out == path.read_text(), f"--dry-run output differs from {path} (UPDATE_GOLDEN=1 regenerates it)"
+    assert not (rec / "sbatch.args").exists() and not (tmp_path / "jobs").exists()  # nothing submitted or made
+    # the whole output is a bash script (the plan is comment lines): it parses
+    check = subprocess.run(["bash", "-n"], input=res.stdout, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stderr
+
+
+BAD = [
+    (["-N", "0"], "--nodes='0'"),
+    (["-N", "x"], "--nodes='x'"),
+    (["-N", "2", "-n", "4", "--ntasks-per-node", "1"], "-n/--ntasks=4"),
+    (["-N", "4", "-n", "2"], "-N/--nodes=4"),
+    ([], "no task count"),
+    (["-t", "1h"], "--time='1h'"),
+    (["--mem-per-cpu", "4X"], "--mem-per-cpu='4X'"),
+    (["--gpus-per-node", "a:b"], "--gpus-per-node='a:b'"),
+    (["-p", "a b"], "--partition='a b'"),
+    (["-J", "two\nlines"], "--job-name="),
+    (["--sbatch-arg=constraint"], "--sbatch-arg='constraint'"),
+    (["--sbatch-arg=--output=x.out"], "--output"),
+    (["--sbatch-arg=--out=x.out"], "--output"),
+    (["--sbatch-arg=--wrap=hostname"], "--wrap"),
+    (["--sbatch-arg=-N2"], "use -N/--nodes"),
+    (["--sbatch-arg=--array=1-3"], "--array"),
+    (["--ps", "3"], "--ps=3"),
+    (["--ps", "x"], "--ps='x'"),
+    (["--tasks", "ps,worker"], "--tasks has 2 roles"),
+    (["--tasks", "ps,boss,worker"], "--tasks[1]"),
+    (["--tasks", "ps,worker,worker", "--ps", "1"], "--tasks and --ps"),
+    (["--tasks", "ps,ps,ps"], "worker"),
+    (["--target", "0"], "--target='0'"),
+    (["--warn-margin", "-1"], "--warn-margin='-1'"),
+    (["-t", "1"], "--warn-margin=60: expected fewer seconds than the time limit -t 1 (60 s)"),
+    (["-t", "0:30", "--warn-margin", "30"], "--warn-margin=30"),
+    (["--max-requeues", "many"], "--max-requeues='many'"),
+    (["--address", "bogus:x"], "--address='bogus:x'"),
+    (["--python", "/nonexistent/python"], "--python='/nonexistent/python'"),
+    (["--strategy", "fast"], "--strategy"),
+    (["--folder", "a\\b"], "--folder='a\\\\b'"),
+    (["--checkpoint-dir", "a\nb"], "--checkpoint-dir="),
+]
+
+
+@pytest.mark.timeout(180)
+def test_bad_options_are_one_line_and_exit_2(tmp_path, fake):
+    env, rec = fake
+    for extra, expected in BAD:
+        counts = [] if any(a in extra for a in ("-N", "-n", "--ntasks-per-node")) or not extra else ["-N", "3"]
+        res = submit(*counts, *extra, "--", "python", "train.py", env=env, cwd=tmp_path)
+        assert res.returncode == 2, (extra, res.returncode, res.stdout, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tf-slurm submit: error: "), (extra, res.stderr)
+        assert expected in lines[0], (extra, expected, lines[0])
+        assert "Traceback" not in res.stderr and res.stdout == ""
+    res = submit("-N", "3", env=env, cwd=tmp_path)
+    assert res.returncode == 2 and "a command after '--'" in res.stderr and len(res.stderr.splitlines()) == 1
+    assert not (rec / "sbatch.args").exists()  # nothing was submitted
+
+
+def test_time_limit_seconds():
+    cases = {"1": 60, "90": 5400, "1:30": 90, "1:00:00": 3600, "2-3": 183600, "1-2:03": 93780,
+             "1-2:3:4": 93784, "0": None, "UNLIMITED": None, "infinite": None}
+    assert {text: time_limit_seconds(text) for text in cases} == cases
+
+
+@pytest.mark.timeout(120)
+def test_submit_holds_writes_the_folder_then_releases(tmp_path, fake):
+    env, rec = fake
+    res = submit("-N", "3", "--ps", "1", "--folder", "jobs", "--", "python", "train.py", env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    folder = tmp_path / "jobs" / "4242"
+    lines = res.stdout.splitlines()
+    assert lines[0] == "Submitted batch job 4242"
+    assert f"job folder: {folder} (job.sh; batch log job.out; one log per task task-<rank>.out)" == lines[1]
+    assert lines[2] == "plan: 3 tasks: ps 0, worker 0 (chief), worker 1; step ends as tf1 (inferred: ps and no chief)"
+    assert "tf-slurm status 4242 --folder" in lines[3]
+    args = (rec / "sbatch.args").read_text().split("\0")[:-1]
+    assert args[:2] == ["--parsable", "--hold"] and f"--output={tmp_path}/jobs/%j/job.out" in args, args
+    assert (folder / "job.sh").read_text() == (rec / "sbatch.stdin").read_text()
+    assert (rec / "scontrol.calls").read_text() == "release 4242\n"
+    assert not (rec / "scancel.calls").exists()
+
+
+@pytest.mark.timeout(120)
+def test_sbatch_error_is_passed_on_in_one_line(tmp_path, fake):
+    env, rec = fake
+    env["FAKE_SBATCH_FAIL"] = ("sbatch: error: invalid partition specified: nope\n"
+                               "sbatch: error: Batch job submission failed: Invalid partition name specified\n")
+    res = submit("-N", "3", "-p", "nope", "--folder", "jobs", "--", "python", "train.py", env=env, cwd=tmp_path)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == ("tf-slurm submit: error: sbatch: error: invalid partition specified: nope | "
+                          "sbatch: error: Batch job submission failed: Invalid partition name specified\n")
+    assert list((tmp_path / "jobs").iterdir()) == []  # no job folder
+    assert not (rec / "scontrol.calls").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_failure_after_sbatch_cancels_the_job(tmp_path, fake):
+    env, rec = fake
+    res = submit("-N", "3", "--folder", "jobs", "--", "python", "train.py", env={**env, "FAKE_RELEASE_FAIL": "1"},
+                 cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr == ("tf-slurm submit: error: scontrol release 4242: scontrol: error: Access/permission denied "
+                          "(job 4242 cancelled)\n")
+    assert (rec / "scancel.calls").read_text() == "4242\n"
+    # a folder that exists already (a job id used before) is never mixed into: cancelled too
+    (rec / "scancel.calls").unlink()
+    res = submit("-N", "3", "--folder", "jobs", "--", "python", "train.py", env=env, cwd=tmp_path)
+    assert res.returncode == 2 and "exists already" in res.stderr and len(res.stderr.splitlines()) == 1
+    assert (rec / "scancel.calls").read_text() == "4242\n"
+
+
+HOSTILE = "$(touch {m})"
+
+
+@pytest.mark.timeout(180)
+def test_hostile_values_reach_the_job_literally(tmp_path, fake):
+    """Every value a user gives is in the script quoted or on sbatch's argv: the script, run under bash
+    with the stand-ins, hands srun the command word for word, and no payload ever runs."""
+    env, rec = fake
+    marker = tmp_path / "MARK"
+    payloads = [p.format(m=marker) for p in ("$(touch {m})", "`touch {m}`", "a[$(touch {m})]", "x;touch {m}")]
+    command = ["python", "train.py", *payloads, "it's", 'say "hi"', "$HOME", "*", "a b", "two\nlines $(touch "
+               + str(marker) + ")", "\\", ""]
+    # paths: payloads without '/' (the marker relative to the job's working folder, tmp_path)
+    in_name = [p.format(m="MARK") for p in ("$(touch {m})", "`touch {m}`", "a[$(touch {m})]")]
+    python = tmp_path / f"py {in_name[0]} 'q'"  # a python whose path is hostile too
+    python.write_text(f"#!/bin/sh\nexec {PY} \"$@\"\n")
+    python.chmod(0o755)
+    folder = tmp_path / f"jobs {in_name[1]}"
+    ckpt = f"ck {in_name[2]}"
+    res = submit("-N", "3", "--ps", "1", "-J", payloads[0], f"--sbatch-arg=--comment={payloads[3]}",
+                 "--folder", str(folder), "--python", str(python), "--checkpoint-dir", ckpt, "--target", "5",
+                 "--", *command, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    args = (rec / "sbatch.args").read_text().split("\0")[:-1]
+    assert f"--job-name={payloads[0]}" in args and f"--comment={payloads[3]}" in args, args
+    assert f"--output={folder}/%j/job.out" in args
+    job_dir = folder / "4242"
+    job_env = {**env, "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "3", "SLURM_CPUS_PER_TASK": "1",
+               "SLURM_TASKS_PER_NODE": "1(x3)", "SLURM_JOB_NODELIST": "node[1-3]", "SLURM_MEM_PER_CPU": "100"}
+    run = subprocess.run(["bash", str(job_dir / "job.sh")], env=job_env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
+    assert not marker.exists()
+    srun = (rec / "srun.args").read_text().split("\0")[:-1]
+    at = srun.index("exec")
+    assert srun[srun.index("--", at) + 1:] == command, srun
+    assert srun[at - 5:at] == [str(python), "-m", "tf_for_slurm", "--log-level", "INFO"], srun
+    assert f"--output={folder}/%j/task-%t.out" in srun, srun
+    assert (rec / "srun.job_dir").read_text() == str(job_dir)
+    assert (tmp_path / ckpt).is_dir()  # the checkpoint folder was made, under its literal name
+    assert not marker.exists() and not (tmp_path / "MARK").exists()

@@ -1,0 +1,74 @@
+"""Real Slurm (the local 3-node cluster): `tf-slurm submit` jobs run to COMPLETED.
+
+Two jobs are submitted together (the cluster holds both) so the module costs the longer one:
+- the TF1 MNIST example, 1 ps + 2 workers on 3 nodes: COMPLETED, one log per task in the job
+  folder, and the step's status (the hub's status.json via `tf-slurm status --json`) has the ps
+  ended by the supervisor with status 0;
+- a one-task job whose argv holds spaces, quotes, `$(touch FILE)` and backticks: the program
+  prints its argv and it arrives word for word; FILE is never created.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from data_paths import mnist_dir
+from slurm_harness import PYTHON, REPO
+
+MNIST = Path(mnist_dir())
+HAVE_MNIST = any((MNIST / f"t10k-images-idx3-ubyte{ext}").exists() for ext in ("", ".gz"))
+EXAMPLE = REPO / "examples" / "mnist_distributed" / "LaunchTFServerWithHooks.py"
+PRINT_ARGV = "import json, sys; print('ARGV ' + json.dumps(sys.argv[1:]), flush=True)"
+
+pytestmark = pytest.mark.slurm
+
+
+def _submit(cluster, args, cwd: Path) -> str:
+    res = cluster.run([PYTHON, "-m", "tf_for_slurm", "submit", "--python", PYTHON, "--folder", str(cwd / "jobs"),
+                       *args], timeout=60, env={"PYTHONPATH": str(REPO)}, cwd=str(cwd))
+    assert res.returncode == 0, res.stderr
+    m = re.match(r"Submitted batch job (\d+)\n", res.stdout)
+    assert m, res.stdout
+    return m.group(1)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")
+def test_submitted_jobs_complete(slurm_cluster, tmp_path):
+    marker = tmp_path / "MARK"
+    hostile = ["a b", "it's", 'say "hi"', f"$(touch {marker})", f"`touch {marker}`", "$HOME", "*", ""]
+    model = tmp_path / "model"
+    tf1 = _submit(slurm_cluster, [
+        "-N", "3", "--ntasks-per-node", "1", "--ps", "1", "-t", "5", "--checkpoint-dir", str(model),
+        "--target", "60", "--", PYTHON, str(EXAMPLE), "--data_dir", str(MNIST), "--model_dir", str(model),
+        "--Iterations", "60", "--ps", "1", "--workers", "2", "--NoIB"], tmp_path)
+    literal = _submit(slurm_cluster, ["-n", "1", "--ps", "0", "-J", f"argv $(touch {marker})", "--",
+                                      PYTHON, "-c", PRINT_ARGV, *hostile], tmp_path)
+
+    info = slurm_cluster.wait_job(literal, 120)
+    folder = tmp_path / "jobs" / literal
+    log = (folder / "job.out").read_text()
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-3000:])
+    task_log = (folder / "task-0.out").read_text()
+    printed = [json.loads(line[5:]) for line in task_log.splitlines() if line.startswith("ARGV ")]
+    assert printed == [hostile], task_log[-3000:]
+    assert info["JobName"] == f"argv $(touch {marker})"
+
+    info = slurm_cluster.wait_job(tf1, 240)
+    folder = tmp_path / "jobs" / tf1
+    log = (folder / "job.out").read_text()
+    tasks = {r: (folder / f"task-{r}.out").read_text() for r in range(3)}
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-3000:], tasks[1][-3000:])
+    assert (folder / "job.sh").is_file()
+    assert "held-out accuracy" in tasks[1], tasks[1][-3000:]  # worker 0 (the chief) trained, in its own log
+    res = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "status", tf1, "--json", "--folder", str(tmp_path / "jobs")],
+                            timeout=60, cwd=str(tmp_path), env={"PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr
+    step = json.loads(res.stdout)["step"]
+    assert [(t["role"], t["node"], t["status"]) for t in step["tasks"]] == [
+        ("ps", "node1", 0), ("worker", "node2", 0), ("worker", "node3", 0)], step
+    assert step["status"] == 0 and step["strategy"] == "tf1", step
+    assert not marker.exists()

@@ -1,0 +1,208 @@
+"""`tf-slurm submit [OPTIONS] -- CMD ARGS`: write a batch script into a job folder and submit it.
+
+The options, their checks, the offline plan and the printing; the script is
+tf_for_slurm.host.batch_script's, the submission (held, folder, release) tf_for_slurm.host.sbatch's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+from typing import Any, NamedTuple, Optional, Tuple
+
+from tf_for_slurm.cli.table import render_table
+from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.host import batch_script, job_folder, sbatch, settings
+from tf_for_slurm.host.environment import roles_for
+from tf_for_slurm.plan.addresses import parse_policy
+from tf_for_slurm.plan.batch_settings import strict_int
+from tf_for_slurm.plan.cluster import build_plan
+from tf_for_slurm.plan.step import format_tasks_per_node, offline_step
+from tf_for_slurm.plan.strategy import STRATEGY_CHOICES, step_roles
+from tf_for_slurm.plan.summary import roles_line
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `tf-slurm submit` (the CLI's subcommand table wires them in)."""
+    s = parser.add_argument_group("sbatch's options (its own names; checked here, passed on sbatch's command line)")
+    s.add_argument("-N", "--nodes", metavar="N", help="nodes")
+    s.add_argument("-n", "--ntasks", metavar="N", help="tasks (default: nodes x --ntasks-per-node)")
+    s.add_argument("--ntasks-per-node", metavar="N", help="tasks on each node (default with -N alone: 1)")
+    s.add_argument("-c", "--cpus-per-task", metavar="N", help="CPUs per task (srun gets -c too)")
+    s.add_argument("-t", "--time", help="time limit: MINUTES, HH:MM:SS, D-HH:MM, ...")
+    s.add_argument("-p", "--partition")
+    s.add_argument("--gpus-per-node", metavar="[TYPE:]N")
+    s.add_argument("--mem-per-cpu", metavar="SIZE", help="MB (or with K, M, G, T) per CPU")
+    s.add_argument("-A", "--account")
+    s.add_argument("--qos")
+    s.add_argument("-J", "--job-name", help="default: the command's .py file")
+    s.add_argument("--exclusive", action="store_true", help="whole nodes")
+    s.add_argument("--sbatch-arg", action="append", default=[], metavar="OPTION",
+                   help="any other sbatch option, one word each, e.g. --sbatch-arg=--constraint=a100 (repeatable)")
+    r = parser.add_argument_group(f"roles and strategy, as `tf-slurm exec` (default: {settings.TASKS}, else "
+                                  f"{settings.PS}, else 1 ps)")
+    r.add_argument("--tasks", metavar="ROLES", help="comma-separated roles, one per task, e.g. chief,ps,worker")
+    r.add_argument("--ps", metavar="P", help="number of parameter servers: the first P tasks")
+    r.add_argument("--chief", action="store_true", help="make the first worker an explicit chief")
+    r.add_argument("--strategy", choices=STRATEGY_CHOICES, default=None,
+                   help=f"how the step ends (default: {settings.STRATEGY}, else auto)")
+    r.add_argument("--address", help="address policy: hostname | auto | template:{host}-ib | iface:ib0 | file:PATH")
+    b = parser.add_argument_group("time limit and requeue (as `tf-slurm batch-step`)")
+    b.add_argument("--checkpoint-dir", metavar="DIR", help="the training's checkpoint directory (made if missing)")
+    b.add_argument("--target", metavar="STEP", help="the global step that means done: a checkpoint at it, no requeue")
+    b.add_argument("--warn-margin", metavar="SECONDS",
+                   help="seconds before the time limit at which the tasks stop and the chief checkpoints (default: "
+                        f"{settings.WARN_MARGIN}, else {settings.default_int(settings.WARN_MARGIN)})")
+    b.add_argument("--max-requeues", metavar="N", help=f"requeues allowed (default: {settings.MAX_REQUEUES}, else "
+                                                       f"{settings.default_int(settings.MAX_REQUEUES)})")
+    parser.add_argument("--folder", metavar="DIR", help=f"the folder of job folders: the job's is DIR/<job id> "
+                        f"(default: {settings.JOBS_ROOT}, else {settings.default_text(settings.JOBS_ROOT)})")
+    parser.add_argument("--python", metavar="PATH", default=None,
+                        help=f"the python that has tf_for_slurm on the nodes (default: this one, {sys.executable})")
+    parser.add_argument("--dry-run", action="store_true", help="print the script and the plan; submit nothing")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="what every task runs")
+
+
+def layout(nodes: Optional[int], ntasks: Optional[int], per_node: Optional[int]) -> Tuple[Tuple[int, ...], str]:
+    """Tasks on each node as the plan shows them (Slurm decides where it can), and a note saying how."""
+    if per_node is not None:
+        k = nodes if nodes is not None else (-(-ntasks // per_node) if ntasks is not None else 1)
+        total = ntasks if ntasks is not None else k * per_node
+        if not k <= total <= k * per_node:
+            raise UsageError(bad_value("-n/--ntasks", total, f"{k}-{k * per_node} tasks on {k} node(s) with "
+                                       f"--ntasks-per-node={per_node}"))
+        counts = tuple(min(per_node, total - i * per_node) for i in range(k))
+        if counts[-1] < 1:
+            raise UsageError(bad_value("-n/--ntasks", total, f"at least one task on each of the {k} nodes"))
+        return counts, f"{k} node(s), at most {per_node} task(s) each"
+    if nodes is not None and ntasks is not None:
+        if nodes > ntasks:
+            raise UsageError(bad_value("-N/--nodes", nodes, f"at most -n/--ntasks {ntasks} (every node runs a task)"))
+        base, extra = divmod(ntasks, nodes)
+        return (tuple(base + (1 if i < extra else 0) for i in range(nodes)),
+                "Slurm decides how many tasks each node runs (shown: as even as can be)")
+    if nodes is not None:
+        return (1,) * nodes, "one task per node (--ntasks-per-node for more)"
+    if ntasks is not None:
+        return (ntasks,), "Slurm decides the nodes (shown: one node)"
+    raise UsageError("no task count: expected -N/--nodes, -n/--ntasks or both (e.g. -N 3 --ntasks-per-node 1)")
+
+
+def _roles(args: argparse.Namespace, env) -> Tuple[Optional[Tuple[str, ...]], int, bool, Optional[str], str]:
+    """(tasks, ps, chief, strategy, its source): the options, else the settings exec would read."""
+    tasks_text = args.tasks if args.tasks is not None else (None if args.ps is not None
+                                                              else settings.text(env, settings.TASKS))
+    if tasks_text is not None and args.ps is not None:
+        raise UsageError("--tasks and --ps were both given: expected one of them")
+    tasks = tuple(r.strip() for r in tasks_text.split(",") if r.strip()) if tasks_text is not None else None
+    if args.ps is not None:
+        ps = strict_int(args.ps, "--ps")
+    else:
+        from_env = settings.integer(env, settings.PS, minimum=0)
+        ps = 1 if from_env is None else from_env
+    chief = args.chief or settings.flag(env, settings.CHIEF)
+    strategy = args.strategy or settings.text(env, settings.STRATEGY)
+    source = "--strategy" if args.strategy else settings.STRATEGY
+    return tasks, ps, chief, (None if strategy == "auto" else strategy), source
+
+
+def _count(value: Optional[str], name: str) -> Optional[int]:
+    return None if value is None else strict_int(value, name, 1)
+
+
+def _path(value: str, name: str) -> str:
+    """A path that a shell, sbatch and srun carry literally (one line; no '\\': it stops Slurm's %j)."""
+    batch_script.one_line(value, name)
+    if "\\" in value:
+        raise UsageError(bad_value(name, value, "a path without '\\' (Slurm's file names read it)"))
+    return value
+
+
+class Job(NamedTuple):
+    """What `build` checked and made: the script's spec and what is shown about the plan."""
+
+    spec: batch_script.JobSpec
+    plan: Any  # the offline ClusterPlan (placeholder node names)
+    chief_rank: int
+    note: str  # how the layout shown was chosen
+    summary: str  # plan.summary.roles_line: the roles, the chief, the strategy exec will infer
+
+
+def build(args: argparse.Namespace) -> Job:
+    """Every value checked -> the job's spec and its offline plan (one UsageError otherwise)."""
+    env = settings.environ()
+    command = list(args.command or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError(bad_value("command", command, "a command after '--', e.g. -- python train.py"))
+    values = {dest: getattr(args, dest) for dest, _, _ in batch_script.NAMED_OPTIONS}
+    words = batch_script.sbatch_words(values, exclusive=args.exclusive, extra=args.sbatch_arg)
+    counts, note = layout(_count(args.nodes, "--nodes"), _count(args.ntasks, "--ntasks"),
+                          _count(args.ntasks_per_node, "--ntasks-per-node"))
+    tasks, ps, chief, strategy, source = _roles(args, env)
+    nodelist = f"node[1-{len(counts)}]" if len(counts) > 1 else "node1"
+    step = offline_step(nodelist, format_tasks_per_node(counts))
+    roles = roles_for(step, tasks, None if tasks is not None else ps, "first", chief,
+                      names={"ps": "--ps", "tasks": "--tasks"})
+    plan = build_plan(step, roles)
+    who = step_roles(plan.tasks, strategy, source)
+    address = args.address or settings.text(env, settings.ADDRESS)
+    if address is not None:
+        parse_policy(address, "--address" if args.address else settings.ADDRESS)
+        batch_script.one_line(address, "--address")
+    python = _path(args.python or sys.executable, "--python")
+    if shutil.which(python) is None:
+        raise UsageError(bad_value("--python", python, "a python on PATH or the path of one"))
+    root = os.path.abspath(_path(job_folder.jobs_root(env, args.folder), "--folder"))
+    margin = (strict_int(args.warn_margin, "--warn-margin") if args.warn_margin is not None
+              else settings.count_from(env, settings.WARN_MARGIN, settings.default_int(settings.WARN_MARGIN)))
+    limit = batch_script.time_limit_seconds(args.time) if args.time is not None else None
+    if limit is not None and margin >= limit:
+        raise UsageError(bad_value("--warn-margin", margin, f"fewer seconds than the time limit -t {args.time} "
+                                   f"({limit} s): the tasks stop --warn-margin s before it"))
+    requeues = (strict_int(args.max_requeues, "--max-requeues") if args.max_requeues is not None
+                else settings.count_from(env, settings.MAX_REQUEUES, settings.default_int(settings.MAX_REQUEUES)))
+    spec = batch_script.JobSpec(
+        command=tuple(command), python=python, jobs_root=root, ntasks=sum(counts), sbatch_args=words,
+        ps=ps, tasks=tuple(roles) if tasks is not None else None, chief=chief and tasks is None, strategy=strategy,
+        address=address, target=strict_int(args.target, "--target", 1) if args.target is not None else None,
+        checkpoint_dir=_path(args.checkpoint_dir, "--checkpoint-dir") if args.checkpoint_dir is not None else None,
+        warn_margin=margin, max_requeues=requeues)
+    return Job(spec, plan, who.chief_rank, note, roles_line(plan.tasks, strategy, source))
+
+
+def plan_text(job: Job) -> str:
+    """The plan as `tf-slurm explain` shows it, offline (placeholder node names), as comment lines."""
+    rows = [{"rank": t.rank, "node": t.node, "local_id": t.local_id, "index": t.index,
+             "role": t.role + (" (chief)" if t.rank == job.chief_rank and t.role != "chief" else "")}
+            for t in job.plan.tasks]
+    table = render_table(rows, ["rank", "node", "local_id", "role", "index"])
+    lines = ["the plan, offline: node names are placeholders; addresses and ports come with the job",
+             f"layout: {job.note}"]
+    lines += table.splitlines() + ["plan: " + job.summary]
+    return "\n".join(("# " + line).rstrip() for line in lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Submit the job (or, with --dry-run, print its script and plan); exit 2 on a bad option."""
+    job = build(args)
+    spec = job.spec
+    script = batch_script.script_text(spec)
+    options = batch_script.sbatch_argv(spec)
+    if args.dry_run:
+        print(script + "\n" + plan_text(job))
+        return 0
+    folder = sbatch.submit(options, script, spec.jobs_root)
+    job_id = os.path.basename(folder)
+    print(f"Submitted batch job {job_id}")
+    print(f"job folder: {folder} ({job_folder.SCRIPT}; batch log {job_folder.BATCH_LOG}; one log per task "
+          f"{job_folder.TASK_LOG.format(rank='<rank>')})")
+    print("plan: " + job.summary)
+    default_root = spec.jobs_root == os.path.abspath(job_folder.jobs_root())
+    where = "" if default_root else f" --folder {shlex.quote(spec.jobs_root)}"
+    print(f"see: tf-slurm status {job_id}{where}   tf-slurm logs {job_id}{where} [--task RANK | --role ps]")
+    return 0

@@ -1,0 +1,232 @@
+"""The batch script `tf-slurm submit` writes, and sbatch's command line for it.  Pure: a record in, text out.
+
+Why generated: a user's own batch script loses what only the templates got right (the trap that
+writes Slurm's warning down first, --signal/--requeue/--open-mode, the numbers from batch-settings,
+srun's -c and --mem-per-cpu, the step under batch-step and exec, the wait loop).  Every user value
+is embedded with shlex.quote, or passed on sbatch's argv (a list, no shell): a value with spaces,
+quotes, `$(...)` or backticks reaches the job literally and runs nothing.  The script reads the job
+id from Slurm at run time, so the same text is shown by --dry-run and submitted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from typing import List, Mapping, Optional, Sequence, Tuple
+
+from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.host import job_folder, settings, slurm
+
+# sbatch's options that `submit` has its own names for: (argparse dest, sbatch's option, value kind)
+NAMED_OPTIONS: Tuple[Tuple[str, str, str], ...] = (
+    ("nodes", "--nodes", "count"), ("ntasks", "--ntasks", "count"), ("ntasks_per_node", "--ntasks-per-node", "count"),
+    ("cpus_per_task", "--cpus-per-task", "count"), ("time", "--time", "time"), ("partition", "--partition", "names"),
+    ("gpus_per_node", "--gpus-per-node", "gpus"), ("mem_per_cpu", "--mem-per-cpu", "memory"),
+    ("account", "--account", "names"), ("qos", "--qos", "names"), ("job_name", "--job-name", "text"),
+)
+_KINDS = {
+    "count": (re.compile(r"[1-9][0-9]{0,6}"), "an integer >= 1"),
+    "time": (re.compile(r"(?:[0-9]+-)?[0-9]+(?::[0-9]+){0,2}|(?i:unlimited|infinite)"),
+             "Slurm's time: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"),
+    "names": (re.compile(r"[A-Za-z0-9_.+-]+(?:,[A-Za-z0-9_.+-]+)*"), "a name (or names separated by commas)"),
+    "gpus": (re.compile(r"(?:[A-Za-z0-9_.-]+:)?[0-9]+"), "a GPU count, or TYPE:COUNT"),
+    "memory": (re.compile(r"[0-9]+[KMGTkmgt]?"), "a size in MB, or with a unit K, M, G or T"),
+    "text": (re.compile(r"[^\x00-\x1f\x7f]+"), "text on one line"),
+}
+# sbatch options --sbatch-arg may not pass (getopt_long also takes a unique prefix: '--out' is --output)
+REFUSED = {
+    "--output": "the batch log is the job folder's", "--parsable": "submit reads sbatch's answer itself",
+    "--wait": "submit returns at once; `tf-slurm status JOB --watch` follows the job",
+    "--wrap": "the command goes after '--'", "--array": "one job folder per job: array jobs are not supported",
+    "--test-only": "use --dry-run", "--nodes": "use -N/--nodes", "--ntasks": "use -n/--ntasks",
+    "--ntasks-per-node": "use --ntasks-per-node", "--hold": "use `scontrol hold JOB` after submitting",
+}
+_SHORT = {"-o": "--output", "-W": "--wait", "-a": "--array", "-N": "--nodes", "-n": "--ntasks", "-H": "--hold"}
+SIGNAL_EARLY = 60  # Slurm may send --signal's warning up to 60 s early: ask for it that much before the margin
+EXEC_LOG_LEVEL, SUPERVISOR_LOG_LEVEL = "INFO", "WARNING"  # as the templates' LOG_LEVEL and PS_LOG_LEVEL
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything the script and sbatch's command line are made from (values checked by the CLI)."""
+
+    command: Tuple[str, ...]  # the user's command, run by every task under `tf-slurm exec`
+    python: str  # the python that has tf_for_slurm (on the compute nodes)
+    jobs_root: str  # absolute: the job's folder is <jobs_root>/<job id>
+    ntasks: int  # tasks of the step (sbatch --ntasks)
+    sbatch_args: Tuple[str, ...] = ()  # the user's sbatch options, as sbatch's argv words (sbatch_words)
+    ps: int = 1  # parameter servers, unless `tasks` names every role
+    tasks: Optional[Tuple[str, ...]] = None
+    chief: bool = False
+    strategy: Optional[str] = None  # None: exec infers it
+    address: Optional[str] = None  # None: exec's default
+    checkpoint_dir: Optional[str] = None
+    target: Optional[int] = None
+    warn_margin: int = 60
+    max_requeues: int = 10
+
+    @property
+    def num_ps(self) -> int:
+        """The number of parameter servers, for batch-settings."""
+        return self.tasks.count("ps") if self.tasks is not None else self.ps
+
+
+def one_line(value: str, name: str) -> str:
+    """`value` when it is non-empty text on one line (what sbatch and a log line can carry), else one UsageError."""
+    if not value or re.search(r"[\x00-\x1f\x7f]", value):
+        raise UsageError(bad_value(name, value, "non-empty text on one line (no control characters)"))
+    return value
+
+
+def sbatch_words(values: Mapping[str, Optional[str]], *, exclusive: bool = False,
+                 extra: Sequence[str] = ()) -> Tuple[str, ...]:
+    """sbatch's argv words for the named options given (`values` by argparse dest) and --sbatch-arg's,
+    each checked; one UsageError naming the option otherwise."""
+    words: List[str] = []
+    for dest, option, kind in NAMED_OPTIONS:
+        value = values.get(dest)
+        if value is None:
+            continue
+        pattern, expected = _KINDS[kind]
+        if not pattern.fullmatch(str(value)):
+            raise UsageError(bad_value(option, value, expected))
+        words.append(f"{option}={value}")
+    if exclusive:
+        words.append("--exclusive")
+    for word in extra:
+        words.append(_passthrough(word))
+    return tuple(words)
+
+
+def _passthrough(word: str) -> str:
+    """One --sbatch-arg word: an option (a value would be taken for the script), not one submit owns."""
+    one_line(word, "--sbatch-arg")
+    if not word.startswith("-") or word in ("-", "--"):
+        raise UsageError(bad_value("--sbatch-arg", word, "one sbatch option, its value joined with '=', "
+                                   "e.g. --sbatch-arg=--constraint=a100"))
+    name = word.split("=", 1)[0]
+    if not name.startswith("--"):
+        name = _SHORT.get(name[:2], "")
+    for refused, why in REFUSED.items():
+        if len(name) > 3 and refused.startswith(name):
+            raise UsageError(bad_value("--sbatch-arg", word, f"an option other than {refused} ({why})"))
+    return word
+
+
+def time_limit_seconds(text: str) -> Optional[int]:
+    """Seconds in a --time value of Slurm's forms (MINUTES, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]), None for
+    no limit ('unlimited', 'infinite', 0); the value was checked by sbatch_words first."""
+    if text.lower() in ("unlimited", "infinite"):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
+        parts += [0] * (3 - len(parts))
+        seconds = int(days) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+    else:
+        seconds = sum(p * f for p, f in zip(parts, {1: (60,), 2: (60, 1), 3: (3600, 60, 1)}[len(parts)]))
+    return seconds or None
+
+
+def job_name(command: Sequence[str]) -> str:
+    """The default job name: the first `.py` file of the command, else its program (not 'sbatch')."""
+    for word in command:
+        if word.endswith(".py"):
+            return os.path.basename(word) or "tf_job"
+    base = os.path.basename(command[0]) if command else ""
+    return base if base and not re.search(r"[\x00-\x1f\x7f]", base) else "tf_job"
+
+
+def _slurm_path(path: str) -> str:
+    """`path` with '%' doubled: sbatch and srun read %j, %t, ... in --output; '%%' is a '%'."""
+    return path.replace("%", "%%")
+
+
+def sbatch_argv(spec: JobSpec) -> List[str]:
+    """The options sbatch is given (after `sbatch --parsable --hold`; the script comes on stdin)."""
+    named = [w.split("=", 1)[0] for w in spec.sbatch_args]
+    words = list(spec.sbatch_args)
+    if "--ntasks" not in named:
+        words.insert(0, f"--ntasks={spec.ntasks}")  # so the batch script knows it (-N alone sets no task count)
+    if "--job-name" not in named and not any(w.startswith(("-J", "--job-name")) for w in spec.sbatch_args):
+        words.append(f"--job-name={job_name(spec.command)}")
+    log = os.path.join(_slurm_path(spec.jobs_root), "%j", job_folder.BATCH_LOG)
+    return words + [f"--output={log}"]
+
+
+def _comment(text: str) -> str:
+    """`text` as comment lines, whatever it holds."""
+    return "\n".join("# " + line for line in text.split("\n"))
+
+
+def script_text(spec: JobSpec) -> str:
+    """The batch script: the templates' settings with this job's values, every one quoted."""
+    q = shlex.quote
+    job_id = f'"${slurm.JOB_ID}"'
+    roles = f"--tasks {q(','.join(spec.tasks))}" if spec.tasks is not None else f"--ps {spec.ps}"
+    exec_opts = [roles] + (["--chief"] if spec.chief else [])
+    exec_opts += [f"--strategy {q(spec.strategy)}"] if spec.strategy else []
+    exec_opts += [f"--address {q(spec.address)}"] if spec.address else []
+    step_opts = [f"--checkpoint-dir {q(spec.checkpoint_dir)}"] if spec.checkpoint_dir else []
+    step_opts += [f"--target {spec.target}"] if spec.target is not None else []
+    step_opts += [f"--max-requeues {spec.max_requeues}", f"--warn-margin {spec.warn_margin}"]
+    task_log = os.path.join(_slurm_path(spec.jobs_root), "%j", job_folder.TASK_LOG_PATTERN)
+    mkdir = f"mkdir -p -- {q(spec.checkpoint_dir)}\n" if spec.checkpoint_dir else ""
+    submitted = " ".join(["sbatch", "--parsable", "--hold"] + [q(w) for w in sbatch_argv(spec)]) + " < job.sh"
+    return f"""#!/bin/bash
+{_comment("Written by `tf-slurm submit`: it ran (the options on sbatch's command line, no shell)")}
+{_comment("  " + submitted)}
+# and released the job once its folder existed. The template's settings (scripts/tf_slurm_job.sh):
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --signal=B:USR1@{spec.warn_margin + SIGNAL_EARLY}
+
+# First: Slurm's time-limit warning (--signal=B:USR1@N) reaches only this shell, possibly the moment
+# it starts. The trap writes it down for `tf-slurm batch-step` (which reads the file), so it is never
+# lost and never kills the shell; SIGTERM (scancel, preemption) is written down the same way.
+warn_file="${{TMPDIR:-/tmp}}/tf_slurm-warning.${{{slurm.JOB_ID}:-0}}.$$"
+for sig in USR1 USR2 TERM; do trap "echo $sig \\$(date +%s.%N) >>\\"\\$warn_file\\"" "$sig"; done
+set -euo pipefail
+
+python={q(spec.python)}
+# The job folder: exec's hub writes the step's state there (`tf-slurm status`), batch-step the run's.
+export {settings.JOB_DIR}={q(spec.jobs_root)}/{job_id}
+export GRPC_POLL_STRATEGY=poll          # gRPC's epoll engines misbehave on some cluster kernels
+export TF_CPP_MIN_LOG_LEVEL="${{TF_CPP_MIN_LOG_LEVEL:-2}}"
+{mkdir}
+# Tasks, CPUs per task, workers, MB per CPU (srun --mem-per-cpu) and ports to reserve, from the job's
+# variables, each checked to be a plain integer by one tested helper (nothing here is evaluated).
+settings="$("$python" -m tf_for_slurm batch-settings --num-ps {spec.num_ps} --min-ps 0 \\
+    --partition-info <(scontrol show partition "${{{slurm.JOB_PARTITION}:-}}" 2>/dev/null) \\
+    --node-info <(scontrol show node "${{{slurm.JOB_NODELIST}:-}}" 2>/dev/null))" || exit 2
+read -r ntasks cpus_per_task workers mem_per_cpu resv_count <<<"$settings"
+for v in "$ntasks" "$cpus_per_task" "$workers" "$mem_per_cpu" "$resv_count"; do
+    [[ "$v" =~ ^[0-9]+$ ]] || {{ echo "job.sh: batch-settings printed '$settings': expected 5 integers" >&2; exit 2; }}
+done
+# Reserved ports only where the site configured them (MpiParams=ports=...), always with a count.
+resv_ports=()
+slurm_config="$(scontrol show config 2>/dev/null || true)"
+if grep -Eq '^MpiParams[[:space:]]*=[[:space:]]*ports=' <<<"$slurm_config"; then
+    resv_ports=(--resv-ports="$resv_count")
+fi
+echo "job ${slurm.JOB_ID}: $ntasks tasks ($workers not ps) on ${{{slurm.JOB_NODELIST}:-?}}," \\
+     "$cpus_per_task CPU(s) and $mem_per_cpu MB per CPU per task; logs in ${settings.JOB_DIR}"
+
+# batch-step passes the warning on to every task --warn-margin s before the limit (training stops,
+# the chief checkpoints), exits with the first failing task's status, and requeues the job when the
+# warning stopped training before the target. Each task's output goes to its own log (appended
+# after a requeue).
+"$python" -m tf_for_slurm batch-step {' '.join(step_opts)} --warn-file "$warn_file" -- \\
+    srun --kill-on-bad-exit=1 --mpi=none -n "$ntasks" -c "$cpus_per_task" --mem-per-cpu="${{mem_per_cpu}}M" \\
+    "${{resv_ports[@]}}" --output={q(task_log)} --open-mode=append \\
+    "$python" -m tf_for_slurm --log-level {EXEC_LOG_LEVEL} exec {' '.join(exec_opts)} \\
+    --supervisor-log-level {SUPERVISOR_LOG_LEVEL} -- \\
+    {' '.join(q(w) for w in spec.command)} &
+step=$!
+status=0   # a trapped signal interrupts `wait`: wait again until batch-step itself has ended
+while kill -0 "$step" 2>/dev/null; do wait "$step" && status=0 || status=$?; done
+rm -f "$warn_file"
+exit "$status"
+"""

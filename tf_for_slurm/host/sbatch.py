@@ -1,0 +1,107 @@
+"""Submit a batch script into its own job folder: sbatch (held), the folder, scontrol release.
+
+Why held: Slurm opens the job's --output (`<jobs root>/<job id>/job.out`) when the job starts, and
+the job id is known only once sbatch answers.  `sbatch --hold` gives the id of a job that cannot
+start; the folder and `job.sh` are then written and the job released.  If anything fails between
+the two, the job is cancelled, so no job runs without its folder (no race, whatever the queue).
+Every command is a list (no shell) under a timeout; sbatch's own error is passed on as one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from typing import List, Sequence
+
+from tf_for_slurm.errors import UsageError
+from tf_for_slurm.host import job_folder
+
+log = logging.getLogger(__name__)
+
+TIMEOUT = 60.0  # seconds: a slurmctld that does not answer must not hang `tf-slurm submit`
+
+
+def one_line(text: str) -> str:
+    """A command's messages on one line: its non-empty lines joined with ' | '."""
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _run(argv: List[str], stdin: str = "") -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=TIMEOUT)
+    except FileNotFoundError:
+        raise UsageError(f"{argv[0]} not found on PATH: expected to submit from a Slurm login node "
+                         "(or --dry-run)") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{argv[0]} did not answer within {TIMEOUT:g} s: expected a reachable slurmctld") from None
+    except OSError as exc:
+        raise UsageError(f"{argv[0]} could not be run: {exc}") from None
+
+
+def parse_job_id(stdout: str) -> str:
+    """The job id `sbatch --parsable` printed ('123' or '123;cluster'), else one UsageError."""
+    first = stdout.strip().splitlines()[0] if stdout.strip() else ""
+    job = first.split(";")[0].strip()
+    if not job.isdigit():
+        raise UsageError(f"sbatch printed {stdout.strip()!r}: expected a job id")
+    return job
+
+
+def submit_held(options: Sequence[str], script: str) -> str:
+    """`sbatch --parsable --hold OPTIONS` with the script on stdin -> the job id (the job cannot start yet)."""
+    res = _run(["sbatch", "--parsable", "--hold", *options], stdin=script)
+    if res.returncode != 0:
+        raise UsageError(one_line(res.stderr or res.stdout) or f"sbatch failed with exit status {res.returncode}")
+    return parse_job_id(res.stdout)
+
+
+def release(job_id: str) -> None:
+    """`scontrol release JOB`, or one UsageError with scontrol's message."""
+    res = _run(["scontrol", "release", job_id])
+    if res.returncode != 0:
+        raise UsageError(f"scontrol release {job_id}: {one_line(res.stderr or res.stdout) or res.returncode}")
+
+
+def cancel(job_id: str) -> None:
+    """`scancel JOB`, best effort (called on the way out of a failure that is reported instead)."""
+    try:
+        res = subprocess.run(["scancel", job_id], capture_output=True, text=True, timeout=TIMEOUT)
+        if res.returncode != 0:
+            log.warning("scancel %s: %s", job_id, one_line(res.stderr) or res.returncode)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("scancel %s: %s", job_id, exc)
+
+
+def submit(options: Sequence[str], script: str, jobs_root: str) -> str:
+    """Submit `script` held, write it to `<jobs_root>/<job id>/job.sh`, release the job -> its folder.
+
+    The folder must be new (a reused job id would mix two jobs' logs); on any failure after sbatch
+    the job is cancelled and one UsageError says why."""
+    try:
+        os.makedirs(jobs_root, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--folder={jobs_root!r}: cannot create it ({exc.strerror})") from None
+    job_id = submit_held(options, script)
+    folder = os.path.join(jobs_root, job_id)
+    try:
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            raise UsageError(f"job {job_id}: its folder {folder} exists already (a job id used before?): "
+                             "expected a new folder; move the old one or use --folder") from None
+        except OSError as exc:
+            raise UsageError(f"job {job_id}: cannot create its folder {folder} ({exc.strerror})") from None
+        try:
+            with open(os.path.join(folder, job_folder.SCRIPT), "w", encoding="utf-8") as fh:
+                fh.write(script)
+        except OSError as exc:
+            raise UsageError(f"job {job_id}: cannot write {job_folder.SCRIPT} in {folder} ({exc.strerror})") from None
+        release(job_id)
+    except UsageError as exc:
+        cancel(job_id)
+        raise UsageError(f"{exc} (job {job_id} cancelled)") from None
+    except BaseException:
+        cancel(job_id)
+        raise
+    return folder
