@@ -72,3 +72,14 @@ def test_submitted_jobs_complete(slurm_cluster, tmp_path):
         ("ps", "node1", 0), ("worker", "node2", 0), ("worker", "node3", 0)], step
     assert step["status"] == 0 and step["strategy"] == "tf1", step
     assert not marker.exists()
+
+
+@pytest.mark.timeout(120)
+def test_an_unknown_partition_is_sbatchs_own_error_in_one_line(slurm_cluster, tmp_path):
+    res = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "submit", "--python", PYTHON, "--folder",
+                             str(tmp_path / "jobs"), "-n", "1", "--ps", "0", "-p", "nosuch", "--", PYTHON, "-c", "pass"],
+                            timeout=60, env={"PYTHONPATH": str(REPO)}, cwd=str(tmp_path))
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert "partition" in lines[0].lower() and "sbatch" in lines[0], lines
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())
