@@ -13,7 +13,7 @@ import sys
 from importlib import metadata
 from typing import Any, Optional, Sequence, Union
 
-from tf_for_slurm.cli import batch, batch_step, local, logs, mem, status, submit
+from tf_for_slurm.cli import batch, batch_step, het, local, logs, mem, status, submit
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import SlurmEnvError, TfSlurmError, UsageError, bad_value
 from tf_for_slurm.host import settings, slurm
@@ -25,7 +25,6 @@ from tf_for_slurm.host.user_files import append_line
 from tf_for_slurm.plan.addresses import parse_policy
 from tf_for_slurm.plan.cluster import build_plan
 from tf_for_slurm.plan.gpus import gpu_view, parse_gpu_list
-from tf_for_slurm.plan.step import offline_step
 from tf_for_slurm.supervise import child_process, task_exec
 
 log = logging.getLogger("tf_for_slurm.cli")
@@ -61,6 +60,7 @@ def _role_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ps", type=int, help="number of parameter servers: the first N tasks")
     g.add_argument("--placement", choices=["first", "per-node"], help="'per-node': one ps per node")
     g.add_argument("--chief", action="store_true", help="make the first worker an explicit chief")
+    het.add_role_option(g)
     g.add_argument("--address", help="address policy: hostname | auto | template:{host}-ib | iface:ib0 | file:PATH")
 
 
@@ -68,6 +68,7 @@ def _offline_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("offline (plan a layout without being in a job)")
     g.add_argument("--nodelist", help="Slurm hostlist, e.g. 'gpu[01-04],cpu5'")
     g.add_argument("--tasks-per-node", help="e.g. '4' or '2(x3),1' (default 1)")
+    het.add_offline_option(g)
     g.add_argument("--job-id", default="0", help="the job's id: its tasks' ports derive from it")
     g.add_argument("--step-id", default="0", help="the step's id (0: the job's first srun)")
     g.add_argument("--port-scope", choices=["node", "step"],
@@ -229,9 +230,11 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
 
 def _plan(args: argparse.Namespace):
     tasks = args.tasks.split(",") if args.tasks else None
-    if getattr(args, "nodelist", None):
-        step = offline_step(args.nodelist, args.tasks_per_node or "1", args.job_id, args.step_id)
-        roles = roles_for(step, tasks, args.ps, args.placement or "first", args.chief, names={"ps": "--ps"})
+    step = het.offline(args)
+    if step is not None:
+        roles = roles_for(step, tasks, args.ps, args.placement or "first", args.chief,
+                          component_roles=het.component_roles(args),
+                          names={"ps": "--ps", "component_roles": "--roles-by-component"})
         policy = parse_policy(args.address, "--address")
         if policy.kind == "auto":  # decided here, with this machine's resolver, as a task would
             policy = decide_address(policy, step.nodes).policy
@@ -243,14 +246,14 @@ def _plan(args: argparse.Namespace):
         raise UsageError(f"--port-scope given without --nodelist: expected {settings.PORT_SCOPE} in a job")
     if getattr(args, "tasks_per_node", None):
         raise UsageError("--tasks-per-node given without --nodelist: expected both for an offline plan")
-    return plan_from_env(tasks=tasks, ps=args.ps, placement=args.placement, chief=args.chief,
-                         address=args.address, check=args.command_name == "exec")
+    return plan_from_env(tasks=tasks, ps=args.ps, placement=args.placement, chief=args.chief, address=args.address,
+                         check=args.command_name == "exec", component_roles=het.component_roles(args))
 
 
 def _rank(args: argparse.Namespace, plan) -> int:
     rank = getattr(args, "rank", None)
     if rank is None:
-        if plan.my_rank is None and getattr(args, "nodelist", None):
+        if plan.my_rank is None and (getattr(args, "nodelist", None) or getattr(args, "component", None)):
             raise UsageError("--rank is required for an offline plan: expected the task's rank")
         if plan.my_rank is None:
             env = settings.environ()
@@ -280,13 +283,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
         chief_note = (f"chief: worker {chief.index} (rank {chief.rank}) initialises variables and writes "
                       "checkpoints (no explicit chief)")
     notes = list(plan.notes) + ([chief_note] if chief_note else [])
+    component = het.component_column(plan, rows)
     if args.json:
         print(json.dumps({"tasks": rows, "chief": None if chief is None else chief.rank,
                           "notes": {**dict(plan.details), "text": notes}}, indent=None))
         return 0
     for row in rows:
         row["role"] += " (chief)" if row["chief"] and row["role"] != "chief" else ""
-    print(render_table(rows, ["rank", "node", "local_id", "role", "index", "address", "gpus"], mark="me"))
+    print(render_table(rows, ["rank", "node", *component, "local_id", "role", "index", "address", "gpus"], mark="me"))
     for note in notes:
         print(f"# {note}")
     return 0
@@ -322,6 +326,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         logging.getLogger(child_process.SUMMARY_LOGGER).setLevel(logging.INFO)
     return task_exec.run(command, tasks=args.tasks.split(",") if args.tasks else None, ps=args.ps,
                          placement=args.placement, chief=args.chief, address=args.address,
+                         component_roles=het.component_roles(args),
                          strategy=args.strategy, drain=args.drain, device_filters=not args.no_device_filters,
                          supervise=not args.no_supervise)
 

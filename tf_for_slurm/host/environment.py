@@ -41,16 +41,29 @@ def remembered_plan() -> Optional[ClusterPlan]:
 
 
 def roles_for(step: SlurmStep, tasks=None, ps: Optional[int] = None, placement: str = "first",
-              chief: bool = False, *, names: Optional[Mapping[str, str]] = None) -> tuple:
-    """Roles from an explicit ListOfTFTasks, else a placement helper ('first' N ps, 'per-node').
+              chief: bool = False, *, names: Optional[Mapping[str, str]] = None,
+              component_roles: Optional[Sequence[str]] = None) -> tuple:
+    """Roles from an explicit ListOfTFTasks, else one role per heterogeneous-job component
+    (`component_roles`), else a placement helper ('first' N ps, 'per-node').
 
     names: what the user called each input ('tasks' -> 'TF_SLURM_TASKS', ...), for error messages.
     """
-    names = {"tasks": "ListOfTFTasks", "ps": "ps", "placement": "placement", **(names or {})}
+    names = {"tasks": "ListOfTFTasks", "ps": "ps", "placement": "placement",
+             "component_roles": "component_roles", **(names or {})}
     if tasks is not None:
         if ps is not None:
             raise UsageError("tasks and ps were both given: expected one of them (a ListOfTFTasks or a ps count)")
         roles = roles_mod.roles_from_list(tasks, step.ntasks, names["tasks"])
+        return roles_mod.with_chief(roles) if chief else roles
+    if component_roles is not None:
+        if ps is not None:
+            raise UsageError(f"{names['component_roles']} and {names['ps']} were both given: expected one of them "
+                             "(roles by component or a ps count)")
+        if not step.components:
+            raise UsageError(bad_value(names["component_roles"], ",".join(component_roles),
+                                       "a heterogeneous step (srun --het-group=0,1 in a job of components) to "
+                                       "give roles by component; this step has no components"))
+        roles = roles_mod.roles_by_component(step.task_components, component_roles, names["component_roles"])
         return roles_mod.with_chief(roles) if chief else roles
     if placement == "first":
         return roles_mod.first_ps(step.ntasks, 1 if ps is None else ps, chief=chief, name=names["ps"])
@@ -95,31 +108,53 @@ def _iface_not_gathered(spec: str, name: str, iface: str) -> PlanError:
         f"{settings.ADDRESS}=file:FILE")))
 
 
+def whole_allocation_wanted(step: SlurmStep, component_roles: Optional[Sequence[str]],
+                            het_size: Optional[int]) -> bool:
+    """Whether this step of one component plans the whole heterogeneous allocation: roles by component
+    name every component of the job (one step per component, started together), not just this one."""
+    return (component_roles is not None and bool(step.components) and het_size is not None
+            and len(set(step.components)) == 1 < het_size == len(component_roles))
+
+
 def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Sequence[str]] = None,
                   ps: Optional[int] = None, placement: Optional[str] = None, chief: bool = False,
                   address: Optional[str] = None, node_addresses: Optional[Mapping[str, str]] = None,
-                  check: bool = True) -> ClusterPlan:
+                  check: bool = True, component_roles: Optional[Sequence[str]] = None) -> ClusterPlan:
     """Plan the current step.
 
     tasks: the ListOfTFTasks (default: TF_SLURM_TASKS, comma-separated); ps: number of ps for the
     default placement (default: TF_SLURM_PS, else 1); placement: 'first' or 'per-node'
-    (TF_SLURM_PLACEMENT); address: policy (default TF_SLURM_ADDRESS, else host names).
+    (TF_SLURM_PLACEMENT); address: policy (default TF_SLURM_ADDRESS, else host names);
+    component_roles: one role per heterogeneous-job component of the step (TF_SLURM_COMPONENT_ROLES;
+    `tasks` wins over it, `ps` with it is an error).
     check: resolve this task's host and check its port is free before anyone relies on it.
     Errors name the argument, or the variable when the value came from the environment.
     """
     env = check_env(os.environ if env is None else env)
     _check_arguments(tasks, ps, placement, chief, address, node_addresses, check)
+    if component_roles is not None and (isinstance(component_roles, (bytes, Mapping))
+                                        or not isinstance(component_roles, (str, Sequence))):
+        raise UsageError(bad_value("component_roles", component_roles, "a list of roles like ['ps', 'worker'] "
+                                   "or 'ps,worker'"))
+    if isinstance(component_roles, str):
+        component_roles = component_roles.split(",")
     step = step_from_env(env)
     names = {}
     env_tasks = settings.text(env, settings.TASKS)
-    if tasks is None and ps is None and env_tasks:
+    env_component_roles = settings.text(env, settings.COMPONENT_ROLES)
+    explicit = tasks is not None or ps is not None or component_roles is not None
+    if not explicit and env_tasks:
         tasks, names["tasks"] = env_tasks.split(","), settings.TASKS
-    if tasks is None and ps is None:
+    elif not explicit and env_component_roles:
+        component_roles, names["component_roles"] = env_component_roles.split(","), settings.COMPONENT_ROLES
+    if tasks is None and ps is None and component_roles is None:
         ps, names["ps"] = settings.integer(env, settings.PS), settings.PS
     if placement is None and settings.text(env, settings.PLACEMENT):
         placement, names["placement"] = settings.text(env, settings.PLACEMENT), settings.PLACEMENT
     chief = chief or settings.flag(env, settings.CHIEF)
-    roles = roles_for(step, tasks, ps, placement or "first", chief, names=names)
+    if whole_allocation_wanted(step, component_roles, slurm.het_size(env)):
+        step = slurm.whole_het_allocation(env, step)
+    roles = roles_for(step, tasks, ps, placement or "first", chief, names=names, component_roles=component_roles)
     address_name = "address" if address is not None else settings.ADDRESS
     spec = address if address is not None else settings.text(env, settings.ADDRESS)
     policy = parse_policy(spec, address_name)

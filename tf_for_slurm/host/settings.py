@@ -40,6 +40,8 @@ def _setting(name: str, kind: str, default: Optional[str], meaning: str, interna
 # -- the plan ------------------------------------------------------------------------------------
 TASKS = _setting("TF_SLURM_TASKS", "list", None, "comma-separated ListOfTFTasks, one role per task")
 PS = _setting("TF_SLURM_PS", "int", "1", "number of ps (the first N tasks)")
+COMPONENT_ROLES = _setting("TF_SLURM_COMPONENT_ROLES", "list", None, "heterogeneous job: one role per component "
+                           "of the step, e.g. `ps,worker` (every task of a component gets its role)")
 PLACEMENT = _setting("TF_SLURM_PLACEMENT", "text", "first", "`first` or `per-node` (one ps per node)")
 CHIEF = _setting("TF_SLURM_CHIEF", "flag", "0", "`1`: make the first worker an explicit chief")
 ADDRESS = _setting("TF_SLURM_ADDRESS", "text", "hostname", "address policy: hostname, auto, template:..., "
@@ -112,7 +114,7 @@ LOCAL_PORT = _setting("TF_SLURM_LOCAL_PORT", "int", "16817", "scripts/local_slur
 LOCAL_RESV_PORTS = _setting("TF_SLURM_LOCAL_RESV_PORTS", "text", None, "scripts/local_slurm.sh: MpiParams ports")
 
 # Variables of a Slurm step or an earlier run that `tf-slurm local` must not pass on to its tasks.
-STALE_FOR_LOCAL: Tuple[str, ...] = (TASKS, PS, ADDRESS, PORT_SCOPE, JOB_TYPE, TASK_INDEX, RANK, NUM_PS,
+STALE_FOR_LOCAL: Tuple[str, ...] = (TASKS, PS, COMPONENT_ROLES, ADDRESS, PORT_SCOPE, JOB_TYPE, TASK_INDEX, RANK, NUM_PS,
                                     NUM_WORKERS, IS_CHIEF, SELF_ADDRESS, TF_CONFIG_FILE, SUPERVISED, LAUNCH_REPORT,
                                     SESSION_FILTERS)
 

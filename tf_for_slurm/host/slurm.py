@@ -12,6 +12,7 @@ from typing import Dict, Mapping, Optional, Sequence
 
 from tf_for_slurm.errors import SlurmEnvError, UsageError, bad_value
 from tf_for_slurm.host import settings
+from tf_for_slurm.plan.hetjob import het_step, whole_allocation
 from tf_for_slurm.plan.step import (
     MAX_MEMORY_MB,
     SlurmStep,
@@ -37,9 +38,26 @@ MEM_PER_CPU, MEM_PER_NODE = "SLURM_MEM_PER_CPU", "SLURM_MEM_PER_NODE"
 STEP_GPUS, JOB_GPUS = "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"
 JOB_PARTITION = "SLURM_JOB_PARTITION"
 RESTART_COUNT = "SLURM_RESTART_COUNT"
+HET_SIZE = "SLURM_HET_SIZE"  # heterogeneous job: its number of components
 PREFIXES = ("SLURM_", "SLURMD_")  # every variable Slurm sets starts with one of these
 # not Slurm's, but read with its step: which GPUs CUDA may use
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+
+
+def het_nodelist_names(component: int) -> tuple:
+    """The variables holding the allocation's node list of heterogeneous-job component `component`:
+    the current spelling, then the one Slurm still sets (alone when srun itself made the allocation)."""
+    return f"SLURM_JOB_NODELIST_HET_GROUP_{component}", f"SLURM_JOB_NODELIST_PACK_GROUP_{component}"
+
+
+def het_tasks_per_node_names(component: int) -> tuple:
+    """The variables holding the allocation's tasks per node of heterogeneous-job component `component`."""
+    return f"SLURM_TASKS_PER_NODE_HET_GROUP_{component}", f"SLURM_TASKS_PER_NODE_PACK_GROUP_{component}"
+
+
+def het_size(env: Mapping[str, str]) -> Optional[int]:
+    """The number of components of the heterogeneous job this runs in, None outside one."""
+    return _int(env, HET_SIZE, minimum=1)
 
 
 def first(env: Mapping[str, str], *names: str) -> tuple:
@@ -161,6 +179,7 @@ def step_from_env(env: Mapping[str, str]) -> SlurmStep:
                 f"{nt_name}={ntasks!r}: expected {sum(counts)}, the sum of {tpn_name}={tpn!r}"
             )
     resv_name, resv = first(env, STEP_RESV_PORTS)
+    het = _int(env, HET_SIZE, minimum=1) if in_step(env) else None
     step = SlurmStep(
         job_id=job_id,
         step_id=step_id if step_id is not None else "0",
@@ -177,8 +196,51 @@ def step_from_env(env: Mapping[str, str]) -> SlurmStep:
         gpus=_gpu_list(first(env, STEP_GPUS, JOB_GPUS)[1]),
         source="slurm-step" if in_step(env) else "slurm-job",
     )
+    if het is not None:
+        step = _het_step(env, step, het, nl_name, nt_name if ntasks is not None else None)
     validate_me(step)
     return step
+
+
+def _het_step(env: Mapping[str, str], step: SlurmStep, size: int, nodes_name: str,
+              ntasks_name: Optional[str]) -> SlurmStep:
+    """A step inside a heterogeneous allocation (SLURM_HET_SIZE): nodes in component order (plan.hetjob).
+
+    A step over several components inside a plain allocation (`srun A : B` without SLURM_HET_SIZE)
+    cannot be told apart from a plain step and is read as one.
+    """
+    lists, names = [], []
+    for c in range(size):
+        name, value = first(env, *het_nodelist_names(c))
+        if value is None:
+            spelled = " nor ".join(het_nodelist_names(c))
+            raise SlurmEnvError(f"{HET_SIZE}={env.get(HET_SIZE)!r} but neither {spelled} is set: expected the "
+                                f"node list of every component 0-{size - 1} of the heterogeneous job")
+        lists.append(expand_nodelist(value, name))
+        names.append(f"{name}={value!r}")
+    return het_step(step, lists, component_names=names, ntasks=_int(env, ntasks_name) if ntasks_name else None,
+                    names={"nodes": nodes_name, "procid": PROCID, "localid": LOCALID, "nodeid": NODEID,
+                           "node_name": NODENAME, "ntasks": ntasks_name or NTASKS})
+
+
+def whole_het_allocation(env: Mapping[str, str], step: SlurmStep) -> SlurmStep:
+    """This one-component step planned as the whole heterogeneous allocation (one step per component,
+    started together: plan.hetjob.whole_allocation), from the allocation's per-component variables."""
+    size = het_size(env) or 0
+    nodes, counts, names = [], [], []
+    for c in range(size):
+        nl_name, nl = first(env, *het_nodelist_names(c))
+        tpn_name, tpn = first(env, *het_tasks_per_node_names(c))
+        if nl is None or tpn is None:
+            missing = " nor ".join(het_nodelist_names(c) if nl is None else het_tasks_per_node_names(c))
+            raise SlurmEnvError(f"neither {missing} is set: expected every component's layout to plan the whole "
+                                "heterogeneous allocation from one component's step")
+        nodes.append(expand_nodelist(nl, nl_name))
+        counts.append(parse_tasks_per_node(tpn, tpn_name))
+        names.append(f"{nl_name}={nl!r}, {tpn_name}={tpn!r}")
+    whole = whole_allocation(step, nodes, counts, component_names=names)
+    validate_me(whole)
+    return whole
 
 
 def validate_me(step: SlurmStep) -> None:

@@ -50,6 +50,7 @@ class ClusterPlan:
     notes: tuple = field(default=())  # human-readable notes on choices made (port policy, ...)
     details: tuple = field(default=())  # the same choices as (key, value) pairs, for `explain --json`
     me_hint: str = "an offline plan has no task"  # what `me` says when my_rank is unknown
+    components: tuple = ()  # heterogeneous job: each task's component (rank order); () for a plain step
 
     # -- questions the rest of the code asks -------------------------------------------------
     @property
@@ -175,8 +176,13 @@ def build_plan(step: SlurmStep, roles: Sequence[str], *, address: Optional[Addre
         notes.append("ports exchanged between tasks (rendezvous)")
         details["port_policy"] = "rendezvous"
     else:
-        choice = assign_ports(offsets, job_id=step.job_id, step_id=step.step_id,
-                              reserved=step.resv_ports if scope == "node" else (), base_port=base_port,
+        reserved = step.resv_ports if scope == "node" else ()
+        if reserved and len(set(step.components)) > 1:  # each sub-range is reserved on its own component only
+            reserved = ()
+            notes.append(f"reserved ports ({names.get('reserved', 'reserved')}) not used: in a step over "
+                         f"{len(set(step.components))} heterogeneous-job components each sub-range is reserved "
+                         "only on its own component's nodes")
+        choice = assign_ports(offsets, job_id=step.job_id, step_id=step.step_id, reserved=reserved, base_port=base_port,
                               base_port_name=names.get("base_port", "base_port"),
                               reserved_name=names.get("reserved", "reserved"))
         port_list, aux_list = choice.ports, choice.aux_ports
@@ -193,4 +199,5 @@ def build_plan(step: SlurmStep, roles: Sequence[str], *, address: Optional[Addre
         tasks.append(make(Task, (rank, nodes[n], n, slot_local[rank], role, index, slot_host[rank],
                                  port_list[rank], aux_list[rank], gpus if rank == my_slot else ())))
     return ClusterPlan(tasks=tuple(tasks), my_rank=my_slot, job_id=step.job_id, step_id=step.step_id,
-                       notes=tuple(notes), details=tuple(details.items()), me_hint=me_hint)
+                       notes=tuple(notes), details=tuple(details.items()), me_hint=me_hint,
+                       components=step.task_components)

@@ -68,6 +68,35 @@ def ps_per_node(tasks_per_node: Sequence[int], chief: bool = False, name: str = 
     return tuple(roles)
 
 
+def roles_by_component(task_components: Sequence[int], component_roles: Sequence[object],
+                       name: str = "roles by component") -> tuple:
+    """One role per slot from one role per heterogeneous-job component of the step.
+
+    task_components: each slot's component (SlurmStep.task_components); component_roles: one role
+    for each component of the step, in component order (a comma-separated string is split). Every
+    task of a component gets its role; a 'chief' component must have exactly one task. Indices
+    within a role then go in rank order across components (build_plan counts them).
+    """
+    if isinstance(component_roles, str):
+        component_roles = [r for r in component_roles.split(",") if r.strip()]
+    roles = [normalise_role(r, f"{name}[{i}]") for i, r in enumerate(component_roles)]
+    present = sorted(set(task_components))
+    if len(roles) != len(present):
+        listed = ", ".join(str(c) for c in present)
+        plural = "s" if len(present) != 1 else ""
+        raise PlanError(f"{name}={','.join(roles)!r} has {len(roles)} role{'s' if len(roles) != 1 else ''}: expected "
+                        f"one per component of the heterogeneous step ({len(present)}: component{plural} {listed})")
+    role_of = dict(zip(present, roles))
+    for c, role in role_of.items():
+        size = sum(1 for x in task_components if x == c)
+        if role == "chief" and size != 1:
+            raise PlanError(f"{name}={','.join(roles)!r}: component {c} is 'chief' but has {size} tasks: expected "
+                            "exactly one task in a chief component")
+    out = tuple(role_of[c] for c in task_components)
+    validate_roles(out, f"{name}={','.join(roles)!r} gives roles")
+    return out
+
+
 def with_chief(roles: Sequence[str]) -> tuple:
     """Make the first worker the explicit chief (TF2 ParameterServerStrategy's coordinator)."""
     out = list(roles)

@@ -43,10 +43,18 @@ class SlurmStep:
     mem_per_node_mb: Optional[int] = None
     gpus: tuple = ()  # GPU ids Slurm gave this node's step (SLURM_STEP_GPUS / SLURM_JOB_GPUS)
     source: str = "slurm"  # 'slurm-step', 'slurm-job' (batch script), 'mpi', 'offline'
+    # heterogeneous job: the component index of each entry of `nodes` (then `nodes` is in component
+    # order, see plan.hetjob); empty for a plain step
+    components: tuple = ()
 
     @property
     def ntasks(self) -> int:
         return sum(self.tasks_per_node)
+
+    @property
+    def task_components(self) -> tuple:
+        """The component index of each slot (node by node, as `my_slot` counts), or () for a plain step."""
+        return tuple(c for c, count in zip(self.components, self.tasks_per_node) for _ in range(count))
 
     @property
     def my_slot(self) -> Optional[int]:

@@ -121,7 +121,8 @@ def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str
 def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Optional[int] = None,
         placement: Optional[str] = None, chief: bool = False, address: Optional[str] = None,
         strategy: Optional[str] = None, drain: Optional[float] = None, device_filters: bool = True,
-        supervise: bool = True, env: Optional[Mapping[str, str]] = None) -> int:
+        supervise: bool = True, env: Optional[Mapping[str, str]] = None,
+        component_roles: Optional[Sequence[str]] = None) -> int:
     """Run `command` as this task of the step; return the status the task should exit with."""
     env = settings.environ() if env is None else env
     command = list(command)
@@ -138,7 +139,8 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
     if not settings.device_filters_on(env):
         device_filters = False
     timing = Timing.from_env(env, drain=drain)
-    plan = plan_from_env(env, tasks=tasks, ps=ps, placement=placement, chief=chief, address=address, check=True)
+    plan = plan_from_env(env, tasks=tasks, ps=ps, placement=placement, chief=chief, address=address, check=True,
+                         component_roles=component_roles)
     me = plan.me
     roles = step_roles(plan.tasks, strategy, source)
     log.info("%s", roles.rule)
