@@ -55,6 +55,35 @@ def test_decide(sig, status, restarts, limit, step, target, requeue, exit_status
         assert w in d.reason, (w, d.reason)
 
 
+@pytest.mark.parametrize("restarts,start,step,target,requeue,exit_status,words", [
+    (0, 100, 300, 800, True, 0, ["status 42", "requeue 1 of at most 10", "global step 300"]),
+    (0, None, 300, None, True, 0, ["requeue 1"]),
+    (0, 300, 300, 800, False, 42, ["saved nothing past global step 300"]),  # no progress: no loop
+    (0, None, None, 800, False, 42, ["no checkpoint step is known"]),
+    (0, 100, 800, 800, False, 0, ["at the target"]),
+    (10, 100, 300, 800, False, EXIT_REQUEUE_LIMIT, ["after 10 requeues"]),
+])
+def test_a_checkpointed_status_requeues_after_progress(restarts, start, step, target, requeue, exit_status, words):
+    """42, TensorFlow's PreemptionCheckpointHandler exit on non-GCP machines: checkpointed, run again."""
+    for sig in ("", "USR1"):
+        d = decide(sig, 42, restarts, 10, checkpoint_step=step, target=target, start_step=start)
+        assert (d.requeue, d.exit_status) == (requeue, exit_status), d
+        for w in words:
+            assert w in d.reason, (w, d.reason)
+
+
+@pytest.mark.parametrize("sig,delivered,requeue,exit_status", [
+    ("USR1", False, False, 0),  # held until the margin, training finished first: never requeued
+    ("USR1", True, True, 0),
+    ("TERM", False, False, EXIT_TERMINATED),
+])
+def test_a_warning_the_step_never_got_does_not_requeue(sig, delivered, requeue, exit_status):
+    d = decide(sig, 0, 0, 10, checkpoint_step=300, start_step=100, delivered=delivered)
+    assert (d.requeue, d.exit_status) == (requeue, exit_status), d
+    if not delivered and sig == "USR1":
+        assert "before SIGUSR1 was passed on" in d.reason, d
+
+
 @pytest.mark.parametrize("start,step,requeue", [
     (None, 300, True),   # first run: any checkpoint is progress
     (None, None, True),  # no checkpoint we can read: cannot judge, bounded by the limit
@@ -258,6 +287,29 @@ def test_batch_step_without_a_signal_ends_with_the_steps_status(fake_slurm):
     rc, log = _batch_step(tmp_path, {**env, "FAKE_LOOPS": "2"})  # the stand-in step ends by itself after 0.2 s
     assert rc == 0 and "without a time-limit warning" in log and "srun exit status 0" in log, log
     assert not (tmp_path / "scontrol.args").exists()
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_does_not_requeue_a_step_that_ended_while_the_warning_was_held(fake_slurm):
+    """A warning an hour before the limit is held until the margin; the step ends by itself first (exit
+    0, its checkpoint short of --target): training finished on its own, no requeue."""
+    tmp_path, env = fake_slurm
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "3600", "FAKE_LOOPS": "20", "FAKE_TARGET": "500"},
+                          signal.SIGUSR1, "--warn-margin", "60")
+    assert rc == 0 and "training ended on its own (global step 500) before SIGUSR1 was passed on" in log, log
+    assert "passed SIGUSR1 on to the step" not in log, log
+    assert not (tmp_path / "scontrol.args").exists()
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_requeues_a_step_that_exited_42_after_a_checkpoint(fake_slurm):
+    """42 (PreemptionCheckpointHandler): checkpointed, requeue, without any warning."""
+    tmp_path, env = fake_slurm
+    (tmp_path / "bin" / "srun").write_text(
+        '#!/bin/bash\necho "model_checkpoint_path: \\"model.ckpt-${FAKE_STEP}\\"" > "$FAKE_DIR/checkpoint"\nexit 42\n')
+    rc, log = _batch_step(tmp_path, env, start_step=100)
+    assert rc == 0 and "status 42" in log and "requeued job 77" in log, log
+    assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"]
 
 
 @pytest.mark.timeout(60)

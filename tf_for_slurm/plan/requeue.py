@@ -6,8 +6,11 @@ same on every cluster and testable with plain values.  The `tf-slurm requeue` co
 those facts and runs `scontrol requeue`; nothing here touches the environment.
 
 Rules, in order:
-1. a failed step is never requeued (its status is the job's);
-2. no warning signal: training ended on its own;
+1. a failed step is never requeued (its status is the job's), except with a status that says
+   "checkpointed, run me again" (42: TensorFlow's PreemptionCheckpointHandler on non-GCP machines)
+   after this run's checkpoint advanced, within `max_requeues`;
+2. no warning signal, or a warning the step ended before it was passed on (training finished on
+   its own while the warning was held until the margin): not requeued;
 3. a checkpoint already at the target: done, whatever the signal;
 4. SIGTERM is not a time-limit warning: a user's `scancel` or a preemption (Slurm requeues
    preempted jobs itself when PreemptMode=REQUEUE); the checkpoint stays, no requeue;
@@ -27,6 +30,8 @@ DEFAULT_MAX_REQUEUES = 10
 EXIT_REQUEUE_LIMIT = 75
 #: signals the templates treat as "time is nearly up: checkpoint and come back"
 WARNING_SIGNALS = ("USR1", "USR2")
+#: a step's status that means "checkpointed, requeue me": PreemptionCheckpointHandler's default exit code
+CHECKPOINTED_STATUSES = (42,)
 #: SIGTERM: scancel (without --signal) or preemption; 128 + 15 like a shell reports it
 EXIT_TERMINATED = 143
 
@@ -51,8 +56,11 @@ def signal_name(value: Optional[str]) -> str:
 
 def decide(signal: Optional[str], step_status: int, restart_count: int, max_requeues: int,
            checkpoint_step: Optional[int] = None, target: Optional[int] = None,
-           start_step: Optional[int] = None, limit_name: str = "max_requeues") -> Decision:
+           start_step: Optional[int] = None, limit_name: str = "max_requeues", delivered: bool = True) -> Decision:
     """The next action of a batch job whose training step just ended (see the module rules).
+
+    `delivered`: whether the warning was passed on to the step before it ended (False: the step
+    ended on its own while the warning was held until --warn-margin before the limit).
 
     `start_step`: the checkpoint's step when this run began; a run that saved nothing beyond it is
     not requeued (the next run would stop in the same place: start-up longer than the time left).
@@ -60,10 +68,16 @@ def decide(signal: Optional[str], step_status: int, restart_count: int, max_requ
     """
     sig = signal_name(signal)
     where = f"global step {checkpoint_step}" if checkpoint_step is not None else "no checkpoint yet"
+    if step_status in CHECKPOINTED_STATUSES:
+        return _checkpointed(step_status, restart_count, max_requeues, checkpoint_step, target, start_step,
+                             limit_name)
     if step_status != 0:
         return Decision(False, step_status, f"the training step failed (status {step_status}): not requeued")
     if not sig:
         return Decision(False, 0, f"training ended without a time-limit warning ({where})")
+    if not delivered and sig in WARNING_SIGNALS:
+        return Decision(False, 0, f"training ended on its own ({where}) before SIG{sig} was passed on to it: "
+                                  "not requeued")
     if target is not None and checkpoint_step is not None and checkpoint_step >= target:
         return Decision(False, 0, f"SIG{sig}, but the checkpoint is at the target ({where} >= {target}): done")
     if sig not in WARNING_SIGNALS:
@@ -80,6 +94,25 @@ def decide(signal: Optional[str], step_status: int, restart_count: int, max_requ
                         f"{max_requeues}): not requeued again; the checkpoint ({where}) stays for a resubmission")
     return Decision(True, 0, f"SIG{sig}: requeue {restart_count + 1} of at most {max_requeues}, to resume from "
                              f"{where}" + (f" towards {target}" if target is not None else ""))
+
+
+def _checkpointed(status: int, restart_count: int, max_requeues: int, checkpoint_step: Optional[int],
+                  target: Optional[int], start_step: Optional[int], limit_name: str) -> Decision:
+    """A step that ended with a "checkpointed, requeue me" status (rule 1)."""
+    why = f"the step ended with status {status} (checkpointed, e.g. PreemptionCheckpointHandler)"
+    if checkpoint_step is None:
+        return Decision(False, status, f"{why} but no checkpoint step is known (--checkpoint-dir): not requeued")
+    if target is not None and checkpoint_step >= target:
+        return Decision(False, 0, f"{why}; the checkpoint is at the target (global step {checkpoint_step} >= "
+                                  f"{target}): done")
+    if start_step is not None and checkpoint_step <= start_step:
+        return Decision(False, status, f"{why} but this run saved nothing past global step {start_step}: "
+                                       "not requeued")
+    if restart_count >= max_requeues:
+        return Decision(False, EXIT_REQUEUE_LIMIT, f"{why} after {restart_count} requeues, the limit "
+                                                   f"({limit_name}={max_requeues}): not requeued again")
+    return Decision(True, 0, f"{why}: requeue {restart_count + 1} of at most {max_requeues}, to resume from "
+                             f"global step {checkpoint_step}")
 
 
 def stop_delay(now: float, end_time: Optional[float], margin: float) -> float:

@@ -222,7 +222,7 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
     _say(f"step ended with status {status}{since}; checkpoint at "
          f"{'global step %d' % ckpt if ckpt is not None else 'none'}")
     decision = decide(step.signal, status, restarts, max_requeues, checkpoint_step=ckpt, target=target,
-                      start_step=start_step, limit_name=settings.MAX_REQUEUES)
+                      start_step=start_step, limit_name=settings.MAX_REQUEUES, delivered=step.told_time is not None)
     record.end(status, ckpt, decision.reason, requeued=decision.requeue and requeue)
     if decision.requeue and requeue:
         res = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
