@@ -149,7 +149,7 @@ def test_stop_request_records_the_first_signal_only():
     assert stop.seconds_since() == pytest.approx(2.5)
 
 
-@pytest.mark.parametrize("value,names", [("", ("USR1", "TERM")), ("USR1", ("USR1",)), ("usr2,SIGTERM", ("USR2", "TERM")),
+@pytest.mark.parametrize("value,names", [("", ("USR1", "USR2", "TERM")), ("USR1", ("USR1",)), ("usr2,SIGTERM", ("USR2", "TERM")),
                                          ("none", ()), ("0", ())])
 def test_stop_signals_from_env(value, names):
     assert signals_from_env({"TF_SLURM_STOP_SIGNALS": value}) == names
@@ -206,7 +206,7 @@ def test_early_warning_nobody_takes_is_delivered_as_without_us():
 # -- batch-step end to end, with stand-ins for srun / squeue / scontrol ---------------------------
 FAKE_SRUN = """#!/bin/bash
 # a step that trains until told to stop (or FAKE_LOOPS x 0.1 s): writes a checkpoint state at the step it reached
-trap 'echo "model_checkpoint_path: \\"model.ckpt-$FAKE_STEP\\"" > "$FAKE_DIR/checkpoint"; exit 0' USR1 TERM
+trap 'echo "model_checkpoint_path: \\"model.ckpt-$FAKE_STEP\\"" > "$FAKE_DIR/checkpoint"; exit 0' USR1 USR2 TERM
 echo started > "$FAKE_DIR/started"
 for i in $(seq 1 ${FAKE_LOOPS:-40}); do sleep 0.1; done
 echo "model_checkpoint_path: \\"model.ckpt-$FAKE_TARGET\\"" > "$FAKE_DIR/checkpoint"
@@ -299,6 +299,18 @@ def test_batch_step_does_not_requeue_a_step_that_ended_while_the_warning_was_hel
     assert rc == 0 and "training ended on its own (global step 500) before SIGUSR1 was passed on" in log, log
     assert "passed SIGUSR1 on to the step" not in log, log
     assert not (tmp_path / "scontrol.args").exists()
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_passes_sigusr2_on_at_once_and_requeues(fake_slurm):
+    """USR2 (scancel --batch --signal=USR2): a stop asked for now, not held until the margin."""
+    tmp_path, env = fake_slurm
+    t0 = time.monotonic()
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "3600", "FAKE_LOOPS": "600"}, signal.SIGUSR2,
+                          "--warn-margin", "60")
+    assert rc == 0 and "a stop asked for now" in log and "passed SIGUSR2 on to the step" in log, log
+    assert time.monotonic() - t0 < 40, log  # the stand-in step would run 60 s if it were not told
+    assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"]
 
 
 @pytest.mark.timeout(60)

@@ -72,7 +72,7 @@ DEVICE_FILTERS = _setting("TF_SLURM_DEVICE_FILTERS", "flag", "1", "`0`: no devic
                             "and GetServerDictionary")
 RECOVERY_WAIT = _setting("TF_SLURM_RECOVERY_WAIT", "seconds", "1", "seconds between a TF1 non-chief's looks for "
                          "the chief's model (TensorFlow's own: 30)")
-STOP_SIGNALS = _setting("TF_SLURM_STOP_SIGNALS", "list", "USR1,TERM", "signals that stop training at the next "
+STOP_SIGNALS = _setting("TF_SLURM_STOP_SIGNALS", "list", "USR1,USR2,TERM", "signals that stop training at the next "
                         "step (`none`: off)")
 SIGNAL_HOLD = _setting("TF_SLURM_SIGNAL_HOLD", "seconds", "15", "seconds exec holds a SIGUSR1/SIGUSR2 that "
                        "arrives before the command handles it (`0`: off)")

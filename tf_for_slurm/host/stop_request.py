@@ -31,7 +31,7 @@ ENV_SIGNALS = settings.STOP_SIGNALS
 
 
 def signals_from_env(env: Mapping[str, str]) -> Tuple[str, ...]:
-    """TF_SLURM_STOP_SIGNALS='USR1,TERM' (the default); 'none' or '0' turns stopping on signals off."""
+    """TF_SLURM_STOP_SIGNALS='USR1,USR2,TERM' (the default); 'none' or '0' turns stopping on signals off."""
     raw = env.get(ENV_SIGNALS, "").strip()
     if not raw:
         return DEFAULT_SIGNALS

@@ -15,7 +15,7 @@ Rules, in order:
 4. SIGTERM is not a time-limit warning: a user's `scancel` or a preemption (Slurm requeues
    preempted jobs itself when PreemptMode=REQUEUE); the checkpoint stays, no requeue;
 5. a run that saved no step beyond the one it started from is not requeued (it would loop);
-6. a warning (SIGUSR1 from `--signal=B:USR1@N`, or `scancel --batch --signal=USR1`) requeues,
+6. a warning (SIGUSR1 from `--signal=B:USR1@N`, or `scancel --batch --signal=USR2`) requeues,
    at most `max_requeues` times.
 """
 
@@ -30,6 +30,9 @@ DEFAULT_MAX_REQUEUES = 10
 EXIT_REQUEUE_LIMIT = 75
 #: signals the templates treat as "time is nearly up: checkpoint and come back"
 WARNING_SIGNALS = ("USR1", "USR2")
+#: the signal a user sends for "checkpoint and requeue now" (scancel --batch --signal=USR2): passed on at
+#: once, while USR1, which Slurm's --signal warning also sends up to 60 s early, waits for the margin
+NOW_SIGNAL = "USR2"
 #: a step's status that means "checkpointed, requeue me": PreemptionCheckpointHandler's default exit code
 CHECKPOINTED_STATUSES = (42,)
 #: SIGTERM: scancel (without --signal) or preemption; 128 + 15 like a shell reports it

@@ -7,9 +7,10 @@ signals only the batch shell, possibly the moment it starts: the shell's first c
 that appends "USR1 <time>" to `--warn-file`, read here every 0.2 s, so no warning is lost while
 this process starts.  SIGTERM (scancel, preemption) reaches every process of the job directly.
 
-- SIGUSR1/SIGUSR2 (the warning): Slurm may send it up to 60 s early, so the step is told only
+- SIGUSR1 (the warning): Slurm may send it up to 60 s early, so the step is told only
   when `--warn-margin` seconds are left before the job's EndTime (at once if fewer are left or
   EndTime is unknown); the tasks stop at their next step, the chief checkpoints, the ps exit 0.
+- SIGUSR2 (`scancel --batch --signal=USR2`: stop, checkpoint and requeue now): passed on at once.
 - SIGTERM (scancel, preemption): passed on at once; no requeue follows.
 - When the step ended: `tf_for_slurm.requeue.decide` with the checkpoint's step; a requeue runs
   `scontrol requeue $SLURM_JOB_ID` (the job must be requeueable: `#SBATCH --requeue`).
@@ -30,7 +31,7 @@ from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, threads
 from tf_for_slurm.host.job_folder import batch_path, write_json
 from tf_for_slurm.plan.batch_settings import first_failure
-from tf_for_slurm.plan.requeue import checkpoint_step, decide, stop_delay
+from tf_for_slurm.plan.requeue import NOW_SIGNAL, checkpoint_step, decide, stop_delay
 from tf_for_slurm.supervise.child_process import exit_status
 
 WARN_POLL = 0.2  # seconds between looks at --warn-file
@@ -104,6 +105,10 @@ class _Step:
             _say(f"SIG{name} reached the batch shell at {time.strftime('%H:%M:%S', time.localtime(when))}")
         if name == "TERM":
             _say("SIGTERM (scancel or preemption): passing it on to the step now; no requeue will follow")
+            self._tell(signo)
+            return
+        if name == NOW_SIGNAL:
+            _say(f"SIG{name} (a stop asked for now, e.g. scancel --batch --signal={name}): passing it on to the step")
             self._tell(signo)
             return
         end = job_end_time(self.job_id)
