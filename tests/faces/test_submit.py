@@ -79,6 +79,8 @@ GOLDEN_CASES = {
         "--address", "template:{host}-ib", "--checkpoint-dir", "runs/pss", "--target", "500", "--warn-margin", "30",
         "--max-requeues", "3", "--", "python", "tf2_parameter_server.py", "--ps", "1", "--workers", "2"],
     "mwms": ["-n", "2", "--ps", "0", "--", "python", "-u", "mwms.py"],
+    "hetjob": ["--roles-by-component", "ps,worker", "--chief", "-t", "2:00:00", "-n", "2", "-p", "cpu", ":", "-N", "2",
+               "--ntasks-per-node", "4", "-p", "gpu", "--gpus-per-node", "4", "--", "python", "pss.py"],
     "chief_per_node": ["-N", "2", "--ntasks-per-node", "2", "--ps", "1", "--chief", "--address", "auto", "--",
                        "./run.sh", "it's $HOME"],
 }
@@ -105,6 +107,12 @@ def test_dry_run_golden(case, tmp_path, fake):
 
 
 BAD = [
+    # heterogeneous jobs: ': OPTIONS' per further component, tf-slurm's own options before the first ':'
+    (["-n", "1", "--roles-by-component", "ps,worker", ":", "-N", "0"], "--nodes='0'"),
+    (["-n", "1", "--roles-by-component", "ps,worker", ":", "--roles-by-component", "x"], "go before the first ':'"),
+    (["-n", "1", "--roles-by-component", "ps,worker", ":"], "component 1's options='(none)'"),
+    (["-n", "1", "--roles-by-component", "ps,worker,chief", ":", "-n", "2"], "one per component"),
+    (["-n", "2", "--roles-by-component", "ps,worker"], "a heterogeneous step"),
     (["-N", "0"], "--nodes='0'"),
     (["-N", "x"], "--nodes='x'"),
     (["-N", "2", "-n", "4", "--ntasks-per-node", "1"], "-n/--ntasks=4"),

@@ -83,3 +83,26 @@ def test_an_unknown_partition_is_sbatchs_own_error_in_one_line(slurm_cluster, tm
     assert res.returncode == 2 and len(lines) == 1, res.stderr
     assert "partition" in lines[0].lower() and "sbatch" in lines[0], lines
     assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())
+
+
+@pytest.mark.timeout(300)
+def test_submitted_heterogeneous_job_completes(slurm_cluster, tmp_path):
+    """`submit OPTS_0 : OPTS_1 --roles-by-component ps,worker`: ps in component 0 (node3), workers in
+    component 1 (node1, node2), the unmodified TF1 script, COMPLETED; status from the job folder."""
+    script = REPO / "tests" / "unmodified" / "tf1_ps_worker.py"
+    job = _submit(slurm_cluster, ["--roles-by-component", "ps,worker", "-t", "5", "-n", "1",
+                                  "--sbatch-arg=--nodelist=node3", ":", "-N", "2", "--ntasks-per-node", "1",
+                                  "--sbatch-arg=--nodelist=node[1-2]", "--", PYTHON, str(script), "--steps", "30"],
+                  tmp_path)
+    info = slurm_cluster.wait_job(job, 240)
+    folder = tmp_path / "jobs" / job
+    log = (folder / "job.out").read_text()
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-3000:])
+    assert "component 1: nodes node[1-2]" in log, log[-3000:]
+    res = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "status", job, "--json", "--folder", str(tmp_path / "jobs")],
+                            timeout=60, cwd=str(tmp_path), env={"PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr
+    step = json.loads(res.stdout)["step"]
+    assert [(t["role"], t["node"], t["status"]) for t in step["tasks"]] == [
+        ("ps", "node3", 0), ("worker", "node1", 0), ("worker", "node2", 0)], step
+    assert re.search(r"^[0-2]: ", log, re.M), log[-3000:]  # srun -l: each line labelled with its rank

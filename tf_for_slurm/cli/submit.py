@@ -11,8 +11,9 @@ import os
 import shlex
 import shutil
 import sys
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
+from tf_for_slurm.cli import het
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import batch_script, job_folder, sbatch, settings
@@ -20,6 +21,7 @@ from tf_for_slurm.host.environment import roles_for
 from tf_for_slurm.plan.addresses import parse_policy
 from tf_for_slurm.plan.batch_settings import strict_int
 from tf_for_slurm.plan.cluster import build_plan
+from tf_for_slurm.plan.hetjob import offline_het_step
 from tf_for_slurm.plan.step import format_tasks_per_node, offline_step
 from tf_for_slurm.plan.strategy import STRATEGY_CHOICES, step_roles
 from tf_for_slurm.plan.summary import roles_line
@@ -27,7 +29,14 @@ from tf_for_slurm.plan.summary import roles_line
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `tf-slurm submit` (the CLI's subcommand table wires them in)."""
-    s = parser.add_argument_group("sbatch's options (its own names; checked here, passed on sbatch's command line)")
+    add_sbatch_options(parser.add_argument_group(
+        "sbatch's options (its own names; checked here, passed on sbatch's command line); a heterogeneous job: "
+        "component 0's options, then ': OPTIONS' for each further component, before '--'"))
+    _add_our_options(parser)
+
+
+def add_sbatch_options(s: Any) -> None:
+    """sbatch's options `submit` knows by name (also each further component's, after ':')."""
     s.add_argument("-N", "--nodes", metavar="N", help="nodes")
     s.add_argument("-n", "--ntasks", metavar="N", help="tasks (default: nodes x --ntasks-per-node)")
     s.add_argument("--ntasks-per-node", metavar="N", help="tasks on each node (default with -N alone: 1)")
@@ -42,11 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--exclusive", action="store_true", help="whole nodes")
     s.add_argument("--sbatch-arg", action="append", default=[], metavar="OPTION",
                    help="any other sbatch option, one word each, e.g. --sbatch-arg=--constraint=a100 (repeatable)")
+
+
+def _add_our_options(parser: argparse.ArgumentParser) -> None:
     r = parser.add_argument_group(f"roles and strategy, as `tf-slurm exec` (default: {settings.TASKS}, else "
                                   f"{settings.PS}, else 1 ps)")
     r.add_argument("--tasks", metavar="ROLES", help="comma-separated roles, one per task, e.g. chief,ps,worker")
     r.add_argument("--ps", metavar="P", help="number of parameter servers: the first P tasks")
     r.add_argument("--chief", action="store_true", help="make the first worker an explicit chief")
+    het.add_role_option(r)
     r.add_argument("--strategy", choices=STRATEGY_CHOICES, default=None,
                    help=f"how the step ends (default: {settings.STRATEGY}, else auto)")
     r.add_argument("--address", help="address policy: hostname | auto | template:{host}-ib | iface:ib0 | file:PATH")
@@ -134,20 +147,30 @@ class Job(NamedTuple):
 def build(args: argparse.Namespace) -> Job:
     """Every value checked -> the job's spec and its offline plan (one UsageError otherwise)."""
     env = settings.environ()
-    command = list(args.command or [])
-    if command and command[0] == "--":
-        command = command[1:]
+    command, segments = split_components(args.command or [])
     if not command:
         raise UsageError(bad_value("command", command, "a command after '--', e.g. -- python train.py"))
-    values = {dest: getattr(args, dest) for dest, _, _ in batch_script.NAMED_OPTIONS}
-    words = batch_script.sbatch_words(values, exclusive=args.exclusive, extra=args.sbatch_arg)
+    components = [args] + [_component(words, c + 1) for c, words in enumerate(segments)]
+    words_of, counts_of = [], []
+    for ns in components:
+        values = {dest: getattr(ns, dest) for dest, _, _ in batch_script.NAMED_OPTIONS}
+        words_of.append(batch_script.sbatch_words(values, exclusive=ns.exclusive, extra=ns.sbatch_arg))
+        counts_of.append(layout(_count(ns.nodes, "--nodes"), _count(ns.ntasks, "--ntasks"),
+                                _count(ns.ntasks_per_node, "--ntasks-per-node"))[0])
     counts, note = layout(_count(args.nodes, "--nodes"), _count(args.ntasks, "--ntasks"),
                           _count(args.ntasks_per_node, "--ntasks-per-node"))
     tasks, ps, chief, strategy, source = _roles(args, env)
-    nodelist = f"node[1-{len(counts)}]" if len(counts) > 1 else "node1"
-    step = offline_step(nodelist, format_tasks_per_node(counts))
-    roles = roles_for(step, tasks, None if tasks is not None else ps, "first", chief,
-                      names={"ps": "--ps", "tasks": "--tasks"})
+    component_roles = het.component_roles(args)
+    if len(components) > 1:
+        step = offline_het_step([f"het{c}node[1-{len(k)}]:{format_tasks_per_node(k)}" for c, k in enumerate(counts_of)])
+        counts = step.tasks_per_node
+        note = f"a heterogeneous job of {len(components)} components (node names het<c>node<n>)"
+    else:
+        nodelist = f"node[1-{len(counts)}]" if len(counts) > 1 else "node1"
+        step = offline_step(nodelist, format_tasks_per_node(counts))
+    use_ps = None if tasks is not None or component_roles is not None else ps
+    roles = roles_for(step, tasks, use_ps, "first", chief, component_roles=component_roles,
+                      names={"ps": "--ps", "tasks": "--tasks", "component_roles": "--roles-by-component"})
     plan = build_plan(step, roles)
     who = step_roles(plan.tasks, strategy, source)
     address = args.address or settings.text(env, settings.ADDRESS)
@@ -167,7 +190,9 @@ def build(args: argparse.Namespace) -> Job:
     requeues = (strict_int(args.max_requeues, "--max-requeues") if args.max_requeues is not None
                 else settings.count_from(env, settings.MAX_REQUEUES, settings.default_int(settings.MAX_REQUEUES)))
     spec = batch_script.JobSpec(
-        command=tuple(command), python=python, jobs_root=root, ntasks=sum(counts), sbatch_args=words,
+        command=tuple(command), python=python, jobs_root=root, ntasks=sum(counts), sbatch_args=words_of[0],
+        more_components=tuple(words_of[1:]), component_ntasks=tuple(sum(k) for k in counts_of) if segments else (),
+        component_roles=tuple(component_roles) if component_roles is not None else None,
         ps=ps, tasks=tuple(roles) if tasks is not None else None, chief=chief and tasks is None, strategy=strategy,
         address=address, target=strict_int(args.target, "--target", 1) if args.target is not None else None,
         checkpoint_dir=_path(args.checkpoint_dir, "--checkpoint-dir") if args.checkpoint_dir is not None else None,
@@ -175,12 +200,43 @@ def build(args: argparse.Namespace) -> Job:
     return Job(spec, plan, who.chief_rank, note, roles_line(plan.tasks, strategy, source))
 
 
+def split_components(words: Sequence[str]) -> Tuple[List[str], List[List[str]]]:
+    """argparse's remainder -> (the command, each further component's sbatch words): ': OPTS : OPTS -- CMD'
+    (a heterogeneous job, as sbatch writes one) or '-- CMD'."""
+    words = list(words)
+    segments: List[List[str]] = []
+    while words and words[0] == ":":
+        end = next((i for i, w in enumerate(words[1:], 1) if w in (":", "--")), len(words))
+        segments.append(words[1:end])
+        words = words[end:]
+    if words and words[0] == "--":
+        words = words[1:]
+    elif segments:
+        raise UsageError("no '--' after the last component's options: expected ': OPTIONS -- CMD ...'")
+    return words, segments
+
+
+def _component(words: Sequence[str], c: int) -> argparse.Namespace:
+    """Component c's sbatch options (after its ':'), checked; one UsageError otherwise."""
+    parser = argparse.ArgumentParser(prog=f"component {c}", add_help=False, exit_on_error=False)
+    add_sbatch_options(parser)
+    try:
+        ns, rest = parser.parse_known_args(list(words))
+    except argparse.ArgumentError as exc:
+        raise UsageError(f"component {c}: {exc}") from None
+    if rest or not words:
+        raise UsageError(bad_value(f"component {c}'s options", " ".join(rest or words) or "(none)",
+                                   "sbatch options of that component (-N, -n, --ntasks-per-node, -p, ...); "
+                                   "tf-slurm's own options go before the first ':'"))
+    return ns
+
+
 def plan_text(job: Job) -> str:
     """The plan as `tf-slurm explain` shows it, offline (placeholder node names), as comment lines."""
     rows = [{"rank": t.rank, "node": t.node, "local_id": t.local_id, "index": t.index,
              "role": t.role + (" (chief)" if t.rank == job.chief_rank and t.role != "chief" else "")}
             for t in job.plan.tasks]
-    table = render_table(rows, ["rank", "node", "local_id", "role", "index"])
+    table = render_table(rows, ["rank", "node", *het.component_column(job.plan, rows), "local_id", "role", "index"])
     lines = ["the plan, offline: node names are placeholders; addresses and ports come with the job",
              f"layout: {job.note}"]
     lines += table.splitlines() + ["plan: " + job.summary]

@@ -66,6 +66,16 @@ class JobSpec:
     target: Optional[int] = None
     warn_margin: int = 60
     max_requeues: int = 10
+    # a heterogeneous job: the sbatch words of components 1, 2, ... (component 0's are sbatch_args),
+    # each component's task count, and one role per component (exec --roles-by-component)
+    more_components: Tuple[Tuple[str, ...], ...] = ()
+    component_ntasks: Tuple[int, ...] = ()
+    component_roles: Optional[Tuple[str, ...]] = None
+
+    @property
+    def het(self) -> bool:
+        """Whether this is a heterogeneous job (one step over every component)."""
+        return bool(self.more_components)
 
     @property
     def num_ps(self) -> int:
@@ -144,16 +154,70 @@ def _slurm_path(path: str) -> str:
     return path.replace("%", "%%")
 
 
+def _with_ntasks(words: Sequence[str], ntasks: int) -> List[str]:
+    """`words` with --ntasks first unless given (so the job knows its count: -N alone sets none)."""
+    named = [w.split("=", 1)[0] for w in words]
+    return list(words) if "--ntasks" in named else [f"--ntasks={ntasks}", *words]
+
+
 def sbatch_argv(spec: JobSpec) -> List[str]:
-    """The options sbatch is given (after `sbatch --parsable --hold`; the script comes on stdin)."""
+    """The options sbatch is given (after `sbatch --parsable --hold`; the script comes on stdin); a
+    heterogeneous job's components separated by ':' as sbatch takes them (component 0's options,
+    --time included, apply to the whole job)."""
+    counts = spec.component_ntasks or (spec.ntasks,)
+    words = _with_ntasks(spec.sbatch_args, counts[0])
     named = [w.split("=", 1)[0] for w in spec.sbatch_args]
-    words = list(spec.sbatch_args)
-    if "--ntasks" not in named:
-        words.insert(0, f"--ntasks={spec.ntasks}")  # so the batch script knows it (-N alone sets no task count)
     if "--job-name" not in named and not any(w.startswith(("-J", "--job-name")) for w in spec.sbatch_args):
         words.append(f"--job-name={job_name(spec.command)}")
     log = os.path.join(_slurm_path(spec.jobs_root), "%j", job_folder.BATCH_LOG)
-    return words + [f"--output={log}"]
+    words.append(f"--output={log}")
+    for extra, ntasks in zip(spec.more_components, counts[1:]):
+        words += [":", *_with_ntasks(extra, ntasks)]
+    return words
+
+
+def _step_lines(spec: JobSpec, exec_opts: List[str]) -> Tuple[str, str]:
+    """(what the script prepares, the srun line) for a plain job or a heterogeneous one."""
+    q = shlex.quote
+    if spec.het:
+        groups = ",".join(str(c) for c in range(len(spec.component_ntasks)))
+        roles = ",".join(spec.component_roles or ())
+        if spec.component_roles is not None:
+            exec_opts[0] = f"--roles-by-component {q(roles)}"
+        k = len(spec.component_ntasks)
+        prepare = f"""# A heterogeneous job of {k} components: one step over all of them. srun takes each component's
+# tasks, CPUs and memory from its allocation (no -n/-c/--mem: one value would apply to every
+# component); reserved ports are not used (each component's are reserved on its own nodes only).
+for c in {' '.join(str(c) for c in range(len(spec.component_ntasks)))}; do
+    nodes_var="{slurm.JOB_NODELIST}_HET_GROUP_$c"; tasks_var="{slurm.TASKS_PER_NODE}_HET_GROUP_$c"
+    echo "job ${slurm.JOB_ID}: component $c: nodes ${{!nodes_var:-?}}, tasks per node ${{!tasks_var:-?}}"
+done
+echo "job ${slurm.JOB_ID}: logs in ${settings.JOB_DIR}\""""
+        # -l, not one log per task: in a heterogeneous step Slurm 22.05 expands --output's %j to each
+        # component's own job id and numbers %t wrongly after component 0 (measured: rank 1 wrote task 2)
+        srun = f'srun --het-group={groups} --kill-on-bad-exit=1 --mpi=none -l'
+        return prepare, srun
+    prepare = f"""# Tasks, CPUs per task, workers, MB per CPU (srun --mem-per-cpu) and ports to reserve, from the job's
+# variables, each checked to be a plain integer by one tested helper (nothing here is evaluated).
+settings="$("$python" -m tf_for_slurm batch-settings --num-ps {spec.num_ps} --min-ps 0 \\
+    --partition-info <(scontrol show partition "${{{slurm.JOB_PARTITION}:-}}" 2>/dev/null) \\
+    --node-info <(scontrol show node "${{{slurm.JOB_NODELIST}:-}}" 2>/dev/null))" || exit 2
+read -r ntasks cpus_per_task workers mem_per_cpu resv_count <<<"$settings"
+for v in "$ntasks" "$cpus_per_task" "$workers" "$mem_per_cpu" "$resv_count"; do
+    [[ "$v" =~ ^[0-9]+$ ]] || {{ echo "job.sh: batch-settings printed '$settings': expected 5 integers" >&2; exit 2; }}
+done
+# Reserved ports only where the site configured them (MpiParams=ports=...), always with a count.
+resv_ports=()
+slurm_config="$(scontrol show config 2>/dev/null || true)"
+if grep -Eq '^MpiParams[[:space:]]*=[[:space:]]*ports=' <<<"$slurm_config"; then
+    resv_ports=(--resv-ports="$resv_count")
+fi
+echo "job ${slurm.JOB_ID}: $ntasks tasks ($workers not ps) on ${{{slurm.JOB_NODELIST}:-?}}," \\
+     "$cpus_per_task CPU(s) and $mem_per_cpu MB per CPU per task; logs in ${settings.JOB_DIR}\""""
+    task_log = os.path.join(_slurm_path(spec.jobs_root), "%j", job_folder.TASK_LOG_PATTERN)
+    srun = ('srun --kill-on-bad-exit=1 --mpi=none -n "$ntasks" -c "$cpus_per_task" --mem-per-cpu="${mem_per_cpu}M" '
+            f'\\\n    "${{resv_ports[@]}}" --output={shlex.quote(task_log)} --open-mode=append')
+    return prepare, srun
 
 
 def _comment(text: str) -> str:
@@ -172,9 +236,9 @@ def script_text(spec: JobSpec) -> str:
     step_opts = [f"--checkpoint-dir {q(spec.checkpoint_dir)}"] if spec.checkpoint_dir else []
     step_opts += [f"--target {spec.target}"] if spec.target is not None else []
     step_opts += [f"--max-requeues {spec.max_requeues}", f"--warn-margin {spec.warn_margin}"]
-    task_log = os.path.join(_slurm_path(spec.jobs_root), "%j", job_folder.TASK_LOG_PATTERN)
     mkdir = f"mkdir -p -- {q(spec.checkpoint_dir)}\n" if spec.checkpoint_dir else ""
     submitted = " ".join(["sbatch", "--parsable", "--hold"] + [q(w) for w in sbatch_argv(spec)]) + " < job.sh"
+    prepare, srun = _step_lines(spec, exec_opts)
     return f"""#!/bin/bash
 {_comment("Written by `tf-slurm submit`: it ran (the options on sbatch's command line, no shell)")}
 {_comment("  " + submitted)}
@@ -196,31 +260,14 @@ export {settings.JOB_DIR}={q(spec.jobs_root)}/{job_id}
 export GRPC_POLL_STRATEGY=poll          # gRPC's epoll engines misbehave on some cluster kernels
 export TF_CPP_MIN_LOG_LEVEL="${{TF_CPP_MIN_LOG_LEVEL:-2}}"
 {mkdir}
-# Tasks, CPUs per task, workers, MB per CPU (srun --mem-per-cpu) and ports to reserve, from the job's
-# variables, each checked to be a plain integer by one tested helper (nothing here is evaluated).
-settings="$("$python" -m tf_for_slurm batch-settings --num-ps {spec.num_ps} --min-ps 0 \\
-    --partition-info <(scontrol show partition "${{{slurm.JOB_PARTITION}:-}}" 2>/dev/null) \\
-    --node-info <(scontrol show node "${{{slurm.JOB_NODELIST}:-}}" 2>/dev/null))" || exit 2
-read -r ntasks cpus_per_task workers mem_per_cpu resv_count <<<"$settings"
-for v in "$ntasks" "$cpus_per_task" "$workers" "$mem_per_cpu" "$resv_count"; do
-    [[ "$v" =~ ^[0-9]+$ ]] || {{ echo "job.sh: batch-settings printed '$settings': expected 5 integers" >&2; exit 2; }}
-done
-# Reserved ports only where the site configured them (MpiParams=ports=...), always with a count.
-resv_ports=()
-slurm_config="$(scontrol show config 2>/dev/null || true)"
-if grep -Eq '^MpiParams[[:space:]]*=[[:space:]]*ports=' <<<"$slurm_config"; then
-    resv_ports=(--resv-ports="$resv_count")
-fi
-echo "job ${slurm.JOB_ID}: $ntasks tasks ($workers not ps) on ${{{slurm.JOB_NODELIST}:-?}}," \\
-     "$cpus_per_task CPU(s) and $mem_per_cpu MB per CPU per task; logs in ${settings.JOB_DIR}"
+{prepare}
 
 # batch-step passes the warning on to every task --warn-margin s before the limit (training stops,
 # the chief checkpoints), exits with the first failing task's status, and requeues the job when the
 # warning stopped training before the target. Each task's output goes to its own log (appended
 # after a requeue).
 "$python" -m tf_for_slurm batch-step {' '.join(step_opts)} --warn-file "$warn_file" -- \\
-    srun --kill-on-bad-exit=1 --mpi=none -n "$ntasks" -c "$cpus_per_task" --mem-per-cpu="${{mem_per_cpu}}M" \\
-    "${{resv_ports[@]}}" --output={q(task_log)} --open-mode=append \\
+    {srun} \\
     "$python" -m tf_for_slurm --log-level {EXEC_LOG_LEVEL} exec {' '.join(exec_opts)} \\
     --supervisor-log-level {SUPERVISOR_LOG_LEVEL} -- \\
     {' '.join(q(w) for w in spec.command)} &
