@@ -129,6 +129,20 @@ def test_stop_delay(now, end, margin, delay):
     assert stop_delay(now, end, margin) == pytest.approx(delay)
 
 
+@pytest.mark.parametrize("now,start,end,margin,step_started,delay", [
+    # a 1-minute job warned as it starts: the margin is at most a quarter of the limit (15 s), not 60 s
+    (1000.0, 1000.0, 1060.0, 60, None, 45.0),
+    (1000.0, 0.0, 7200.0, 60, None, 6140.0),      # a 2-hour job: the margin as given
+    # the step started 2 s ago: its tasks cannot take a signal yet; told START_GRACE s after the start
+    (1000.0, 900.0, 1030.0, 60, 998.0, 8.0),
+    (1000.0, None, None, 60, 998.0, 8.0),         # EndTime unknown: still not during start-up
+    (1000.0, 900.0, 1008.0, 60, 999.0, 3.0),      # but never later than 5 s before the end
+    (1000.0, 900.0, 1004.0, 60, 999.0, 0.0),
+])
+def test_stop_delay_adapts_to_short_limits_and_start_up(now, start, end, margin, step_started, delay):
+    assert stop_delay(now, end, margin, start_time=start, step_started=step_started) == pytest.approx(delay)
+
+
 def test_count_from_env():
     assert count_from({}, "TF_SLURM_MAX_REQUEUES", 10) == 10
     assert count_from({"TF_SLURM_MAX_REQUEUES": " 3 "}, "TF_SLURM_MAX_REQUEUES", 10) == 3
@@ -229,13 +243,16 @@ def fake_slurm(tmp_path):
     return tmp_path, env
 
 
+GRACE_0 = ("--start-grace", "0")  # the stand-in step takes signals at once (a test may pass its own)
+
+
 def _batch_step(tmp_path, env, signo=None, *extra, start_step=None):
     (tmp_path / "started").unlink(missing_ok=True)
     (tmp_path / "checkpoint").unlink(missing_ok=True)
     if start_step is not None:  # the checkpoint a previous run left
         (tmp_path / "checkpoint").write_text(f'model_checkpoint_path: "model.ckpt-{start_step}"\n')
     proc = subprocess.Popen([PY, "-m", "tf_for_slurm", "batch-step", "--checkpoint-dir", str(tmp_path),
-                             "--target", "800", *extra, "--", "srun", "x"], env=env, stdout=subprocess.PIPE,
+                             "--target", "800", *GRACE_0, *extra, "--", "srun", "x"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     if signo is not None:
         deadline = time.monotonic() + 20
@@ -311,6 +328,33 @@ def test_batch_step_passes_sigusr2_on_at_once_and_requeues(fake_slurm):
     assert rc == 0 and "a stop asked for now" in log and "passed SIGUSR2 on to the step" in log, log
     assert time.monotonic() - t0 < 40, log  # the stand-in step would run 60 s if it were not told
     assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"]
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_never_stops_a_step_during_its_start_up(fake_slurm):
+    """A stop asked for as the step starts (USR2 at once; a 1-minute job's warning) waits --start-grace
+    seconds after srun started: the tasks' supervisors cannot take a signal before that."""
+    tmp_path, env = fake_slurm
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "3600", "FAKE_LOOPS": "600"}, signal.SIGUSR2,
+                          "--warn-margin", "60", "--start-grace", "3")
+    assert rc == 0 and "passing it on to the step in 3 s, once its tasks have started" in log, log
+    told = re.search(r"(\d\d):(\d\d):(\d\d) passed SIGUSR2 on to the step", log)
+    asked = re.search(r"(\d\d):(\d\d):(\d\d) SIGUSR2 \(a stop asked for now", log)
+    secs = [int(a) * 3600 + int(b) * 60 + int(c) for a, b, c in (asked.groups(), told.groups())]
+    assert 2 <= (secs[1] - secs[0]) % 86400 <= 5, log
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_a_warning_before_srun_started_waits_for_the_tasks(fake_slurm):
+    """The batch shell's trap wrote the warning as the job started (a short job's warning at start-up,
+    29 s left, margin 60): it is passed on --start-grace s after srun started, not as srun starts."""
+    tmp_path, env = fake_slurm
+    warn = tmp_path / "warn"
+    warn.write_text(f"USR1 {time.time():.3f}\n")
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "30", "FAKE_LOOPS": "600"}, None, "--warn-margin", "60",
+                          "--start-grace", "2", "--warn-file", str(warn))
+    assert rc == 0 and "telling the step's tasks to stop at their next step in 2 s" in log, log
+    assert "passed SIGUSR1 on to the step" in log and "requeued job 77" in log, log
 
 
 @pytest.mark.timeout(60)

@@ -13,6 +13,7 @@ import os
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, slurm
 from tf_for_slurm.plan.batch_settings import strict_int
+from tf_for_slurm.plan.requeue import START_GRACE
 from tf_for_slurm.supervise import batch_step
 
 
@@ -28,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"{settings.default_int(settings.WARN_MARGIN)})")
     parser.add_argument("--warn-file", metavar="FILE", help="where the batch shell's trap writes 'USR1 <epoch "
                         "seconds>' (read every 0.2 s): the shell gets --signal=B: warnings, this process may not")
+    parser.add_argument("--start-grace", metavar="SECONDS", default=None,
+                        help=f"seconds after the step started before a stop is passed on to its tasks (their "
+                             f"start-up cannot take a signal yet; default {START_GRACE:g})")
     parser.add_argument("--no-requeue", action="store_true", help="never requeue (the decision is still logged)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- srun ARGS...")
 
@@ -48,9 +52,10 @@ def main(args: argparse.Namespace) -> int:
     margin = (strict_int(args.warn_margin, "--warn-margin") if args.warn_margin is not None
               else settings.count_from(env, settings.WARN_MARGIN, settings.default_int(settings.WARN_MARGIN)))
     target = strict_int(args.target, "--target", 1) if args.target else None
+    grace = strict_int(args.start_grace, "--start-grace") if args.start_grace is not None else START_GRACE
     if args.checkpoint_dir and not os.path.isdir(args.checkpoint_dir):
         raise UsageError(bad_value("--checkpoint-dir", args.checkpoint_dir, "an existing directory"))
     restarts = settings.count_from(env, slurm.RESTART_COUNT, 0)
     return batch_step.run_step(command, job, restarts=restarts, max_requeues=limit, warn_margin=margin,
                                target=target, checkpoint_dir=args.checkpoint_dir, warn_file=args.warn_file,
-                               requeue=not args.no_requeue)
+                               requeue=not args.no_requeue, start_grace=grace)

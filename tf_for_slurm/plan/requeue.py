@@ -118,12 +118,37 @@ def _checkpointed(status: int, restart_count: int, max_requeues: int, checkpoint
                              f"global step {checkpoint_step}")
 
 
-def stop_delay(now: float, end_time: Optional[float], margin: float) -> float:
-    """Seconds to wait after a warning before telling the tasks to stop: until `margin` seconds
-    before the job's `end_time` (Slurm may warn up to 60 s early); 0 when unknown or already later."""
-    if end_time is None:
-        return 0.0
-    return max(0.0, end_time - margin - now)
+#: the margin is at most this share of the job's time limit: a fixed 60 s on a 1-minute job would
+#: mean "stop at once", before training began
+MARGIN_FRACTION = 0.25
+#: seconds after the step started before its tasks are told to stop: their supervisors and Python's
+#: start-up cannot take a signal yet, and one that came then would kill them (status 138)
+START_GRACE = 10.0
+#: the stop is never told later than this many seconds before the end (time to checkpoint)
+LAST_CHANCE = 5.0
+
+
+def effective_margin(margin: float, start_time: Optional[float], end_time: Optional[float]) -> float:
+    """`margin`, at most MARGIN_FRACTION of the job's time limit (end - start) when both are known."""
+    if start_time is None or end_time is None or end_time <= start_time:
+        return margin
+    return min(margin, (end_time - start_time) * MARGIN_FRACTION)
+
+
+def stop_delay(now: float, end_time: Optional[float], margin: float, *, start_time: Optional[float] = None,
+               step_started: Optional[float] = None, grace: float = START_GRACE) -> float:
+    """Seconds to wait after a warning before telling the tasks to stop: until the (effective) margin
+    before the job's `end_time` (Slurm may warn up to 60 s early), and not within `grace` s of
+    the step's start (`step_started`), but never later than LAST_CHANCE s before the end; 0 when
+    nothing is known or the moment has passed."""
+    delay = 0.0
+    if end_time is not None:
+        delay = end_time - effective_margin(margin, start_time, end_time) - now
+    if step_started is not None:
+        delay = max(delay, step_started + grace - now)
+        if end_time is not None:
+            delay = min(delay, end_time - LAST_CHANCE - now)
+    return max(0.0, delay)
 
 
 _CKPT_PATH = re.compile(r'^model_checkpoint_path:\s*"(.*)"\s*$', re.M)

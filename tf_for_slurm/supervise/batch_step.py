@@ -25,13 +25,20 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, threads
 from tf_for_slurm.host.job_folder import batch_path, write_json
 from tf_for_slurm.plan.batch_settings import first_failure
-from tf_for_slurm.plan.requeue import NOW_SIGNAL, checkpoint_step, decide, stop_delay
+from tf_for_slurm.plan.requeue import (
+    NOW_SIGNAL,
+    START_GRACE,
+    checkpoint_step,
+    decide,
+    effective_margin,
+    stop_delay,
+)
 from tf_for_slurm.supervise.child_process import exit_status
 
 WARN_POLL = 0.2  # seconds between looks at --warn-file
@@ -43,17 +50,27 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
+def job_times(job_id: str, run: Callable[..., Any] = subprocess.run) -> Tuple[Optional[float], Optional[float]]:
+    """The job's (StartTime, EndTime) in epoch seconds from squeue, each None when Slurm does not say."""
+    try:
+        res = run(["squeue", "-h", "-j", job_id, "-O", "StartTime,EndTime"], capture_output=True, text=True,
+                  timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    fields = res.stdout.split() if res.returncode == 0 else []
+    times: List[Optional[float]] = []
+    for text in fields[-2:]:
+        try:
+            times.append(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
+        except ValueError:
+            times.append(None)
+    times = [None] * (2 - len(times)) + times
+    return times[0], times[1]
+
+
 def job_end_time(job_id: str, run: Callable[..., Any] = subprocess.run) -> Optional[float]:
     """The job's EndTime (epoch seconds) from squeue, or None when Slurm does not say."""
-    try:
-        res = run(["squeue", "-h", "-j", job_id, "-O", "EndTime"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    text = res.stdout.strip() if res.returncode == 0 else ""
-    try:
-        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
+    return job_times(job_id, run)[1]
 
 
 def read_checkpoint_step(directory: Optional[str]) -> Optional[int]:
@@ -70,21 +87,27 @@ def read_checkpoint_step(directory: Optional[str]) -> Optional[int]:
 class _Step:
     """srun as a child: stderr copied through (and kept for the first failure), signals passed on."""
 
-    def __init__(self, job_id: str, warn_margin: float):
-        self.job_id, self.warn_margin = job_id, warn_margin
+    def __init__(self, job_id: str, warn_margin: float, start_grace: float = START_GRACE):
+        self.job_id, self.warn_margin, self.start_grace = job_id, warn_margin, start_grace
         self.signal: str = ""
         self.signal_time: Optional[float] = None
         self.told_time: Optional[float] = None
         self.errors: List[str] = []
         self.proc: Optional[subprocess.Popen] = None
-        self._early: Optional[int] = None  # a signal to pass on as soon as srun exists
+        self._early: Optional[int] = None  # a signal to pass on once srun's tasks can take it
+        self.started: Optional[float] = None  # when srun was started (epoch seconds)
+        self.end_time: Optional[float] = None  # the job's EndTime, once a warning asked for it
         self._copier = threading.Thread(target=self._copy, daemon=True)  # started by threads.start
 
     def start(self, command: List[str]) -> None:
         self.proc = subprocess.Popen(command, stderr=subprocess.PIPE)
+        self.started = time.time()
         threads.start(self._copier)
-        if self._early is not None:
-            self._tell(self._early)
+        if self._early is not None:  # a stop asked for before srun existed: not during its tasks' start-up
+            delay = stop_delay(self.started, self.end_time, 0.0, step_started=self.started,
+                               grace=self.start_grace)
+            _say(f"the step just started: telling its tasks to stop in {delay:.0f} s, once they can take it")
+            self._later(self._early, delay)
 
     def _copy(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
@@ -108,20 +131,31 @@ class _Step:
             self._tell(signo)
             return
         if name == NOW_SIGNAL:
-            _say(f"SIG{name} (a stop asked for now, e.g. scancel --batch --signal={name}): passing it on to the step")
-            self._tell(signo)
+            delay = stop_delay(self.signal_time, None, 0.0, step_started=self.started, grace=self.start_grace)
+            _say(f"SIG{name} (a stop asked for now, e.g. scancel --batch --signal={name}): passing it on to the step"
+                 + (f" in {delay:.0f} s, once its tasks have started" if delay > 0 else ""))
+            self._later(signo, delay)
             return
-        end = job_end_time(self.job_id)
-        delay = stop_delay(self.signal_time, end, self.warn_margin)
+        start, end = job_times(self.job_id)
+        self.end_time = end
+        margin = effective_margin(self.warn_margin, start, end)
+        delay = stop_delay(self.signal_time, end, self.warn_margin, start_time=start, step_started=self.started,
+                           grace=self.start_grace)
         left = f"{end - self.signal_time:.0f} s before the time limit" if end else "time limit unknown"
+        short = start is not None and end is not None and margin < self.warn_margin
+        shortened = f", a quarter of the job's {end - start:.0f} s limit" if short and start and end else ""
         _say(f"SIG{name} ({left}): telling the step's tasks to stop at their next step in {delay:.0f} s "
-             f"(WARN_MARGIN={self.warn_margin:g} s before the limit)")
+             f"({margin:g} s before the limit: WARN_MARGIN={self.warn_margin:g}{shortened})")
+        self._later(signo, delay)
+
+    def _later(self, signo: int, delay: float) -> None:
+        """Pass `signo` on to the step now, or in `delay` seconds."""
         if delay <= 0:
             self._tell(signo)
-        else:
-            timer = threading.Timer(delay, self._tell, args=(signo,))
-            timer.daemon = True
-            threads.start(timer)
+            return
+        timer = threading.Timer(delay, self._tell, args=(signo,))
+        timer.daemon = True
+        threads.start(timer)
 
     def _read_warn_file(self, path: Optional[str]) -> None:
         """The batch shell's trap appends 'USR1 <epoch>' here (--signal=B: signals only that shell)."""
@@ -202,7 +236,7 @@ class _Record:
 
 def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, warn_margin: float,
              target: Optional[int] = None, checkpoint_dir: Optional[str] = None, warn_file: Optional[str] = None,
-             requeue: bool = True) -> int:
+             requeue: bool = True, start_grace: float = START_GRACE) -> int:
     """Run the step (`command`, srun ...) of batch job `job`; return its first failure's status, or
     0 once the job is requeued (`requeue`: False only logs the decision).  The arguments are checked
     (tf_for_slurm.cli.batch_step); `restarts` is how often the job was requeued before."""
@@ -210,7 +244,7 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
     if restarts:
         _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at {start_step})")
     record = _Record(job, restarts, max_requeues, target, checkpoint_dir, start_step)
-    step = _Step(job, warn_margin)
+    step = _Step(job, warn_margin, start_grace)
     for signo in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):  # before srun starts: none is lost
         signal.signal(signo, step.handle)
     try:
