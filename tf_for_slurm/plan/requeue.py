@@ -9,9 +9,10 @@ Rules, in order:
 1. a failed step is never requeued (its status is the job's), except with a status that says
    "checkpointed, run me again" (42: TensorFlow's PreemptionCheckpointHandler on non-GCP machines)
    after this run's checkpoint advanced, within `max_requeues`;
-2. no warning signal, or a warning the step ended before it was passed on (training finished on
-   its own while the warning was held until the margin): not requeued;
-3. a checkpoint already at the target: done, whatever the signal;
+2. no warning signal: training ended on its own;
+3. a checkpoint already at the target: done, whatever the signal; a warning the step ended
+   before it was passed on (training finished on its own while the warning was held until the
+   margin): not requeued either;
 4. SIGTERM is not a time-limit warning: a user's `scancel` or a preemption (Slurm requeues
    preempted jobs itself when PreemptMode=REQUEUE); the checkpoint stays, no requeue;
 5. a run that saved no step beyond the one it started from is not requeued (it would loop);
@@ -78,11 +79,11 @@ def decide(signal: Optional[str], step_status: int, restart_count: int, max_requ
         return Decision(False, step_status, f"the training step failed (status {step_status}): not requeued")
     if not sig:
         return Decision(False, 0, f"training ended without a time-limit warning ({where})")
+    if target is not None and checkpoint_step is not None and checkpoint_step >= target:
+        return Decision(False, 0, f"SIG{sig}, but the checkpoint is at the target ({where} >= {target}): done")
     if not delivered and sig in WARNING_SIGNALS:
         return Decision(False, 0, f"training ended on its own ({where}) before SIG{sig} was passed on to it: "
                                   "not requeued")
-    if target is not None and checkpoint_step is not None and checkpoint_step >= target:
-        return Decision(False, 0, f"SIG{sig}, but the checkpoint is at the target ({where} >= {target}): done")
     if sig not in WARNING_SIGNALS:
         return Decision(False, EXIT_TERMINATED if sig == "TERM" else 1,
                         f"SIG{sig} is not a time-limit warning (scancel or preemption): checkpoint kept "

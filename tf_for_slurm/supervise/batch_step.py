@@ -64,7 +64,8 @@ def job_times(job_id: str, run: Callable[..., Any] = subprocess.run) -> Tuple[Op
             times.append(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
         except ValueError:
             times.append(None)
-    times = [None] * (2 - len(times)) + times
+    while len(times) < 2:  # EndTime alone (one column): no start
+        times.insert(0, None)
     return times[0], times[1]
 
 
