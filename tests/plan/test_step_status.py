@@ -107,3 +107,24 @@ def test_task_state_words(events, expected):
         else:
             w.closed(rank, 2.0)
     assert task_state(w, 0) == expected and expected in STATES
+
+
+def test_restarts_are_counted_per_task_and_in_the_summary():
+    from tf_for_slurm.plan.restart_policy import RestartPolicy
+
+    roles = step_roles(TASKS)
+    w = StepWatch(roles, [0, 1, 2], NAMES, local_rank=1, now=0.0, policy=RestartPolicy(max_restarts=2),
+                  role_of={t.rank: t.role for t in TASKS})
+    for r in (0, 2):
+        w.join(r, 1.0)
+    w.exit(2, 137, 5.0)
+    s = snap(w, roles, mono=5.5)
+    assert states(s)[2] == ("restarting", None) and task_rows(s)[2]["restarts"] == 1
+    w.started(2, 6.0)
+    assert task_state(w, 2) == "running"
+    w.exit(2, 0, 20.0)
+    w.exit(1, 0, 21.0)
+    w.bye(0)
+    s = snap(w, roles, mono=22.0, over=True)
+    assert [t["restarts"] for t in task_rows(s)] == [0, 0, 1]
+    assert summary_lines(s)[-1].endswith("restarts: 1")

@@ -7,7 +7,8 @@ import pytest
 
 from tf_for_slurm.errors import UsageError
 from tf_for_slurm.plan.strategy import exec_device_filters as device_filters, infer_strategy, step_roles
-from tf_for_slurm.plan.step_watch import End, LOST_STATUS, StepWatch
+from tf_for_slurm.plan.restart_policy import RestartPolicy
+from tf_for_slurm.plan.step_watch import End, LOST_STATUS, Restart, StepWatch
 
 T = namedtuple("T", "rank role index")
 
@@ -206,3 +207,118 @@ def test_finished_waits_for_every_task_but_not_beyond_the_end_grace():
     assert not w.finished(2.0)
     assert w.finished(6.0)
     assert w.unsettled() == [2]
+
+
+# -- restarts in place (plan.restart_policy) ------------------------------------------------------
+
+def rwatch(*roles, strategy=None, **policy):
+    t = tasks(*roles)
+    r = step_roles(t, strategy)
+    names = {x.rank: f"{x.role} {x.index}" for x in t}
+    w = StepWatch(r, [x.rank for x in t], names, local_rank=r.chief_rank, now=0.0,
+                  policy=RestartPolicy(**{"max_restarts": 2, **policy}), role_of={x.rank: x.role for x in t})
+    for x in t:
+        if x.rank != w.local_rank:
+            w.join(x.rank, 0.0)
+    return w
+
+
+PSS = ("ps", "chief", "worker", "worker", "evaluator")
+
+
+def test_a_pss_worker_killed_is_restarted_in_place_and_runs_again():
+    w = rwatch(*PSS)
+    actions = w.exit(2, 137, 5.0)
+    assert actions == [Restart(2, 1, 1.0, actions[0].reason)]
+    assert "restarting worker 0 in place in 1 s: exited with status 137 (signal 9); attempt 1 of 2" in actions[0].reason
+    assert not w.decided and 2 not in w.settled and 2 not in w.exited
+    assert w.restarts == {2: 1} and 2 in w.restarting
+    assert any("restarting worker 0" in m for _level, m in w.take_notes())
+    w.started(2, 6.5)
+    assert 2 not in w.restarting
+    assert any("worker 0 is running again, 1.5 s after its failure (restart 1)" in m for _level, m in w.take_notes())
+    assert w.exit(1, 0, 30.0) == [End((0, 2, 3, 4), 0)]  # the coordinator finishes: step status 0
+    assert w.status == 0
+
+
+def test_an_evaluator_is_restarted_too():
+    w = rwatch(*PSS)
+    assert [type(a) for a in w.exit(4, 143, 5.0)] == [Restart]
+
+
+def test_the_steps_budget_spent_fails_the_step_with_one_line():
+    w = rwatch(*PSS, max_restarts=1)
+    assert isinstance(w.exit(2, 137, 5.0)[0], Restart)
+    w.started(2, 6.0)
+    assert w.exit(3, 137, 30.0) == [End((0, 1, 2, 4), 137)]
+    assert w.failure.reason == ("worker 1 exited with status 137; not restarted: the step's 1 restarts are spent "
+                                "(max restarts 1)")
+
+
+def test_the_tasks_budget():
+    w = rwatch(*PSS, max_restarts=5, max_per_task=1)
+    assert isinstance(w.exit(2, 137, 5.0)[0], Restart)
+    w.started(2, 6.0)
+    assert w.exit(2, 137, 60.0) == [End((0, 1, 3, 4), 137)]
+    assert "worker 0 was restarted 1 times already (at most 1 per task)" in w.failure.reason
+
+
+def test_a_crash_loop_ends_the_step_at_once_naming_the_task():
+    w = rwatch(*PSS, max_restarts=5, crash_window=10.0)
+    assert isinstance(w.exit(2, 137, 5.0)[0], Restart)
+    w.started(2, 6.0)
+    assert w.exit(2, 137, 6.8) == [End((0, 1, 3, 4), 137)]
+    assert w.failure.reason.startswith("crash loop: worker 0 failed again 0.8 s after restart 1")
+    assert w.failure.rank == 2 and w.status == 137
+
+
+def test_failing_before_running_again_ends_the_step():
+    w = rwatch(*PSS, max_restarts=5, retry_on="any")
+    w.exit(2, 137, 5.0)
+    assert w.exit(2, 127, 6.0) == [End((0, 1, 3, 4), 127)]  # it could not start again (or was stopped)
+    assert w.failure.reason == "worker 0 exited with status 127 before its command ran again (restart 1)"
+
+
+def test_status_1_is_not_retried_under_signal_but_is_under_any():
+    w = rwatch(*PSS)
+    assert w.exit(2, 1, 5.0) == [End((0, 1, 3, 4), 1)]
+    assert "not restarted: status 1 is not retried" in w.failure.reason
+    w = rwatch(*PSS, retry_on="any")
+    assert [type(a) for a in w.exit(2, 1, 5.0)] == [Restart]
+
+
+@pytest.mark.parametrize("roles,strategy,rank", [
+    (PSS, None, 0),  # a pss ps
+    (PSS, None, 1),  # the pss chief (the coordinator)
+    (("chief", "worker", "worker"), None, 1),  # mwms: group restart is a later slice
+    (("ps", "worker", "worker"), None, 1),  # tf1 worker 0: the chief
+    (("ps", "worker", "worker"), None, 0),  # tf1 ps
+])
+def test_never_restarted_in_place(roles, strategy, rank):
+    w = rwatch(*roles, strategy=strategy)
+    actions = w.exit(rank, 137, 5.0)
+    assert actions and all(isinstance(a, End) for a in actions)
+    assert w.decided and w.status == 137 and "not restarted" in w.failure.reason
+
+
+def test_a_tf1_non_chief_worker_is_restarted_and_the_step_ends_normally():
+    w = rwatch("ps", "worker", "worker")
+    assert [type(a) for a in w.exit(2, 137, 5.0)] == [Restart]
+    w.started(2, 6.0)
+    assert w.exit(1, 0, 20.0) == []  # the chief is done: the restarted worker still trains
+    assert w.exit(2, 0, 25.0) == [End((0,), 0)]
+
+
+def test_a_restarting_task_is_told_to_end_with_the_step_and_its_bye_settles_it():
+    w = rwatch(*PSS)
+    w.exit(2, 137, 5.0)
+    assert w.exit(1, 0, 5.5) == [End((0, 2, 3, 4), 0)]  # the coordinator finished meanwhile
+    for r in (0, 2, 3, 4):
+        w.bye(r)
+    assert w.finished(6.0)
+
+
+def test_restarts_off_keeps_the_old_message():
+    w = rwatch(*PSS, max_restarts=0)
+    assert w.exit(2, 137, 5.0) == [End((0, 1, 3, 4), 137)]
+    assert w.failure.reason == "worker 0 exited with status 137"

@@ -232,3 +232,30 @@ def test_a_worker_whose_training_raises_ends_a_local_step_within_5s_every_time(t
         assert ended - raised[0] <= 5.0, (run, ended - raised[0], out[-2000:])
         assert "task 1 exited with status 1" in out, out[-3000:]
         assert all(command_pids("raising_worker.py", rank) == [] for rank in range(3))
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_pss_worker_is_restarted_in_place_and_the_coordinator_finishes(tmp_path):
+    """ParameterServerStrategy tolerates a worker failure by design (the coordinator retries its
+    functions elsewhere and reconnects to the same address): with restarts on, the killed worker's
+    command comes back in place and the unmodified `fit` script ends 0."""
+    log = tmp_path / "log"
+    argv = local_argv("pss", ["tf2_pss_fit.py", "--epochs", "100"], tmp_path)  # 2000 steps
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                env={**ENV, "TF_SLURM_MAX_RESTARTS": "2"})
+        try:
+            wait_for_line(log, "coordinator training", proc, timeout=150)
+            pids = command_pids("tf2_pss_fit.py", 3)  # worker 1
+            assert pids, "no process of rank 3"
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            proc.wait(timeout=200)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    out = log.read_text(errors="replace")
+    assert proc.returncode == 0, out[-4000:]
+    assert "restarting worker 1 (rank 3, node1) in place" in out and "exited with status 137" in out, out[-4000:]
+    assert "coordinator done" in out and "restarts: 1" in out, out[-4000:]

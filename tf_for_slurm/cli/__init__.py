@@ -13,7 +13,7 @@ import sys
 from importlib import metadata
 from typing import Any, Optional, Sequence, Union
 
-from tf_for_slurm.cli import batch, batch_step, het, local, logs, mem, status, submit
+from tf_for_slurm.cli import batch, batch_step, het, local, logs, mem, restart_options, status, submit
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import SlurmEnvError, TfSlurmError, UsageError, bad_value
 from tf_for_slurm.host import settings, slurm
@@ -206,6 +206,7 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
                         f"{settings.DRAIN}, else {settings.default_seconds(settings.DRAIN):g})")
     p.add_argument("--no-device-filters", action="store_true",
                    help=f"do not give TF1 worker servers device filters ({settings.DEVICE_FILTERS}=0)")
+    restart_options.add_arguments(p)
     p.add_argument("--no-supervise", "--no-sidecar", dest="no_supervise", action="store_true",
                    help="run the command without the supervisor (nothing ends the step for you)")
     p.add_argument("--supervisor-log-level", "--sidecar-log-level", dest="supervisor_log_level",
@@ -328,7 +329,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
                          placement=args.placement, chief=args.chief, address=args.address,
                          component_roles=het.component_roles(args),
                          strategy=args.strategy, drain=args.drain, device_filters=not args.no_device_filters,
-                         supervise=not args.no_supervise)
+                         supervise=not args.no_supervise, **restart_options.values(args))
 
 
 def cmd_node_address(args: argparse.Namespace) -> int:

@@ -103,7 +103,7 @@ def render(view: Mapping[str, Any], now: float) -> str:
     rows = []
     for t in step["tasks"]:
         status = t.get("status")
-        heard = _ago(now, t.get("last_heard")) if t["state"] in ("running", "starting") else "-"
+        heard = _ago(now, t.get("last_heard")) if t["state"] in ("running", "starting", "restarting") else "-"
         rows.append({**t, "status": "-" if status is None else status, "heard": heard,
                      "chief": t["rank"] == step.get("chief")})
     lines.append(render_table(rows, COLUMNS, mark="chief"))

@@ -76,6 +76,15 @@ STOP_SIGNALS = _setting("TF_SLURM_STOP_SIGNALS", "list", "USR1,USR2,TERM", "sign
                         "step (`none`: off)")
 SIGNAL_HOLD = _setting("TF_SLURM_SIGNAL_HOLD", "seconds", "15", "seconds exec holds a SIGUSR1/SIGUSR2 that "
                        "arrives before the command handles it (`0`: off)")
+MAX_RESTARTS = _setting("TF_SLURM_MAX_RESTARTS", "int", "0", "restarts in place allowed in one step (a failed PSS "
+                        "worker or evaluator, a TF1 non-chief worker; `0`: off, any failure ends the step)")
+MAX_TASK_RESTARTS = _setting("TF_SLURM_MAX_TASK_RESTARTS", "int", "3", "restarts in place allowed for one task")
+RESTART_ON = _setting("TF_SLURM_RESTART_ON", "text", "signal", "which failures are restarted: `signal` (status "
+                      "128-255: killed by a signal, OOM) or `any` non-zero status")
+CRASH_WINDOW = _setting("TF_SLURM_CRASH_WINDOW", "seconds", "10", "a task failing again this soon after its restart "
+                        "is a crash loop: the step ends")
+RESTART_BACKOFF = _setting("TF_SLURM_RESTART_BACKOFF", "seconds", "1", "wait before a task's first restart, doubled "
+                           "for each next one (at most 30 s)")
 # -- batch-step ----------------------------------------------------------------------------------
 MAX_REQUEUES = _setting("TF_SLURM_MAX_REQUEUES", "int", "10", "batch-step: requeues allowed")
 WARN_MARGIN = _setting("TF_SLURM_WARN_MARGIN", "int", "60", "batch-step: seconds before the time limit at "

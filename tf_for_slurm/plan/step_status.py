@@ -14,12 +14,13 @@ from tf_for_slurm.plan.strategy import StepRoles
 
 FORMAT = 1  # bumped when a reader could misread the dict
 COLUMNS = ("rank", "role", "index", "node", "state", "status", "restarts", "last_heard")  # of a task row
-STATES = ("starting", "running", "exited", "ending", "ended", "lost")  # a task's, in the file
+STATES = ("starting", "running", "restarting", "exited", "ending", "ended", "lost")  # a task's, in the file
 
 
 def task_state(watch: StepWatch, rank: int) -> str:
-    """One word for a task: starting (not connected), running, exited (its command ended by
-    itself), ending/ended (told to end by the supervisor), lost (its supervisor vanished)."""
+    """One word for a task: starting (not connected), running, restarting (its command failed and
+    is being started again in place), exited (its command ended by itself), ending/ended (told to
+    end by the supervisor), lost (its supervisor vanished)."""
     if rank in watch.told:
         return "ended" if rank in watch.settled else "ending"
     if rank in watch.exited:
@@ -27,6 +28,8 @@ def task_state(watch: StepWatch, rank: int) -> str:
     if rank in watch.settled:
         failure = watch.failure
         return "lost" if failure is not None and failure.rank == rank else "ended"
+    if rank in watch.restarting:
+        return "restarting"
     return "running" if rank in watch.joined else "starting"
 
 
@@ -58,14 +61,14 @@ def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: s
     rows: List[List[Any]] = []  # lists, not dicts: a quarter of the cost at thousands of tasks
     counts: Dict[str, int] = {}
     offset = wall - mono
-    heard, local = watch.heard, watch.local_rank
+    heard, local, restarts = watch.heard, watch.local_rank, watch.restarts
     for rank in sorted(by_rank):
         t = by_rank[rank]
         state = task_state(watch, rank)
         counts[state] = counts.get(state, 0) + 1
         last = heard.get(rank)
         when = round(wall, 1) if rank == local else (None if last is None else round(offset + last, 1))
-        rows.append([rank, t.role, t.index, t.node, state, _status_of(watch, rank), 0, when])
+        rows.append([rank, t.role, t.index, t.node, state, _status_of(watch, rank), restarts.get(rank, 0), when])
     failure = watch.failure
     first = watch.first_exit
     return {
@@ -110,7 +113,7 @@ def summary_lines(status: Mapping[str, Any]) -> List[str]:
     exited = [t for t in rows if t["state"] == "exited"]
     failed = [t for t in exited if t["status"] not in (0, None)]
     lost = [t for t in rows if t["state"] == "lost"]
-    unknown = [t for t in rows if t["state"] in ("starting", "running")]
+    unknown = [t for t in rows if t["state"] in ("starting", "running", "restarting")]
     text = f"tasks: {len(exited)} exited by themselves ({len(failed)} non-zero), {len(ended)} ended by the supervisor"
     for label, group in (("", ended), ("lost", lost), ("unaccounted for", unknown)):
         if group:

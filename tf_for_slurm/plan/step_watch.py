@@ -10,6 +10,9 @@ Rules (see step_rules for who is chief, trainer or server):
 - any task's command exits non-zero, or its supervisor's connection closes without an exit
   status, or it is silent for `silence` seconds, or it never connects within `connect_grace`:
   every other task is ended with that status (1 when the task could not say), the first failure's.
+- with a restart policy (plan.restart_policy), a task whose command failed may instead be
+  restarted in place: a `Restart` action for its rank; it is not settled, its state is
+  'restarting' until its supervisor says its command runs again (`started`).
 - once every task has settled (exited, said bye, or its connection closed after being told to end)
   or `end_grace` seconds after the decision, the hub may exit with `status`.
 """
@@ -17,8 +20,9 @@ Rules (see step_rules for who is chief, trainer or server):
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
+from tf_for_slurm.plan.restart_policy import Decision, RestartPolicy, decide
 from tf_for_slurm.plan.strategy import StepRoles
 
 LOST_STATUS = 1  # the status of a task whose supervisor vanished without saying
@@ -29,6 +33,18 @@ class End(NamedTuple):
 
     ranks: Tuple[int, ...]
     status: int
+
+
+class Restart(NamedTuple):
+    """Start this rank's command again, in place, after `delay` seconds (its `attempt`-th restart)."""
+
+    rank: int
+    attempt: int
+    delay: float
+    reason: str
+
+
+Action = Union[End, Restart]
 
 
 class Failure(NamedTuple):
@@ -42,8 +58,14 @@ class StepWatch:
 
     def __init__(self, roles: StepRoles, ranks: Sequence[int], names: Mapping[int, str], *, local_rank: int,
                  now: float, drain: float = 30.0, silence: float = 10.0, connect_grace: float = 300.0,
-                 end_grace: float = 5.0):
+                 end_grace: float = 5.0, policy: Optional[RestartPolicy] = None,
+                 role_of: Optional[Mapping[int, str]] = None):
         self.roles = roles
+        self.policy = policy or RestartPolicy()
+        self.role_of = dict(role_of or {})  # rank -> role (the restart policy's rules depend on it)
+        self.restarts: Dict[int, int] = {}  # rank -> restarts decided for it
+        self.restarting: Dict[int, float] = {}  # rank -> when its restart was decided (not running again yet)
+        self.running_again: Dict[int, float] = {}  # rank -> when its command last ran again after a restart
         self.ranks = tuple(ranks)
         self.names = dict(names)
         self.local_rank = local_rank
@@ -88,14 +110,14 @@ class StepWatch:
     def _running(self, ranks) -> Tuple[int, ...]:
         return tuple(r for r in ranks if r not in self.settled and r not in self.told)
 
-    def _end(self, ranks, status: int) -> List[End]:
+    def _end(self, ranks, status: int) -> List[Action]:
         ranks = self._running(ranks)
         for r in ranks:
             self.told[r] = status
         self.changes += 1 if ranks else 0
         return [End(ranks, status)] if ranks else []
 
-    def _fail(self, rank: int, status: int, reason: str, now: float) -> List[End]:
+    def _fail(self, rank: int, status: int, reason: str, now: float) -> List[Action]:
         if self.decided:
             self._note(logging.WARNING, f"after the step's end was decided: {reason}")
             return []
@@ -113,13 +135,13 @@ class StepWatch:
     def _pending_trainers(self) -> Tuple[int, ...]:
         return tuple(sorted(self._training))
 
-    def _succeed(self, now: float) -> List[End]:
+    def _succeed(self, now: float) -> List[Action]:
         self.decided_at = now
         self._note(logging.INFO, "training is over: every training task has finished")
         return self._end(self.ranks, 0)
 
     # -- events ----------------------------------------------------------------------------
-    def join(self, rank: int, now: float) -> List[End]:
+    def join(self, rank: int, now: float) -> List[Action]:
         """A task's supervisor connected.  A late joiner after the decision is told at once."""
         self.joined.add(rank)
         self._unjoined.discard(rank)
@@ -134,10 +156,27 @@ class StepWatch:
     def hear(self, rank: int, now: float) -> None:
         self.heard[rank] = now
 
-    def exit(self, rank: int, status: int, now: float) -> List[End]:
+    def exit(self, rank: int, status: int, now: float) -> List[Action]:
         """A task's command exited by itself with `status`."""
         if rank in self.exited or rank in self.settled:
             return []
+        why_not = ""
+        if status != 0 and rank in self.restarting:  # it could not start again, or was stopped while waiting
+            why_not = (f"{self.name(rank)} exited with status {status} before its command ran again "
+                       f"(restart {self.restarts.get(rank, 0)})")
+        elif status != 0 and rank not in self.told and not self.decided and self.policy.enabled:
+            decision = self._decide_restart(rank, status, now)
+            if decision.restart:
+                self.restarts[rank] = decision.attempt
+                self.restarting[rank] = now
+                self.running_again.pop(rank, None)
+                self.changes += 1
+                self._note(logging.WARNING, decision.reason)
+                return [Restart(rank, decision.attempt, decision.delay, decision.reason)]
+            self.restarting.pop(rank, None)
+            why_not = decision.reason if decision.crash_loop else f"{self.name(rank)} exited with status {status}; " \
+                                                                  f"not restarted: {decision.reason}"
+        self.restarting.pop(rank, None)
         self.exited[rank] = status
         if self.first_exit is None:
             self.first_exit = (rank, status, now)
@@ -145,7 +184,7 @@ class StepWatch:
         if rank in self.told:  # it was being ended anyway: its status is not news
             return []
         if status != 0:
-            return self._fail(rank, status, f"{self.name(rank)} exited with status {status}", now)
+            return self._fail(rank, status, why_not or f"{self.name(rank)} exited with status {status}", now)
         self._note(logging.INFO, f"{self.name(rank)} finished (status 0)")
         if rank == self.roles.chief_rank:
             self.chief_done_at = now
@@ -160,11 +199,32 @@ class StepWatch:
             return self._succeed(now)
         return []
 
+    def _decide_restart(self, rank: int, status: int, now: float) -> Decision:
+        since = now - self.running_again[rank] if rank in self.running_again else None
+        return decide(self.policy, name=self.name(rank), strategy=self.roles.strategy,
+                      role=self.role_of.get(rank, "?"), is_chief=rank == self.roles.chief_rank, status=status,
+                      step_restarts=sum(self.restarts.values()), task_restarts=self.restarts.get(rank, 0),
+                      since_restart=since)
+
+    def started(self, rank: int, now: float) -> None:
+        """A restarted task's supervisor started its command again."""
+        self.heard[rank] = now
+        if rank in self.restarting:
+            took = now - self.restarting.pop(rank)
+            self.running_again[rank] = now
+            self.changes += 1
+            self._note(logging.INFO, f"{self.name(rank)} is running again, {took:.1f} s after its failure "
+                                     f"(restart {self.restarts.get(rank, 0)})")
+
+    @property
+    def restart_count(self) -> int:
+        return sum(self.restarts.values())
+
     def bye(self, rank: int) -> None:
         """A task told to end has ended its command."""
         self._settle(rank)
 
-    def closed(self, rank: int, now: float) -> List[End]:
+    def closed(self, rank: int, now: float) -> List[Action]:
         """A task's connection closed (its supervisor exited, was killed, or its node failed)."""
         if rank in self.settled:
             return []
@@ -174,9 +234,9 @@ class StepWatch:
         return self._fail(rank, LOST_STATUS, f"the supervisor of {self.name(rank)} went away without an "
                                              "exit status (killed, or its node failed)", now)
 
-    def tick(self, now: float) -> List[End]:
+    def tick(self, now: float) -> List[Action]:
         """Time passes: silence, connection grace and the drain period."""
-        actions: List[End] = []
+        actions: List[Action] = []
         if not self.decided:
             for rank, last in self.heard.items():
                 if rank not in self.settled and now - last > self.silence:

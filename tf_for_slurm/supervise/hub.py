@@ -19,8 +19,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
 from tf_for_slurm.host import settings
 from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.plan.restart_policy import RestartPolicy
 from tf_for_slurm.plan.step_status import snapshot, summary_lines
-from tf_for_slurm.plan.step_watch import End, StepWatch
+from tf_for_slurm.plan.step_watch import Action, End, Restart, StepWatch
 from tf_for_slurm.plan.strategy import StepRoles
 from tf_for_slurm.supervise.child_process import LOGGER, SUMMARY_LOGGER, Child, ForwardSignals, Wake, start_command
 from tf_for_slurm.supervise.status_file import StatusFile
@@ -48,8 +49,10 @@ class Hub:
     """The chief's supervisor: runs the chief's command and decides the step's fate."""
 
     def __init__(self, plan: ClusterPlan, roles: StepRoles, argv: Sequence[str], env: Mapping[str, str],
-                 timing: Timing, launch_report: Optional[str] = None, status_file: Optional[str] = None):
+                 timing: Timing, launch_report: Optional[str] = None, status_file: Optional[str] = None,
+                 policy: Optional[RestartPolicy] = None):
         self.plan, self.roles, self.argv, self.env, self.timing = plan, roles, argv, env, timing
+        self.policy = policy or RestartPolicy()
         self.launch_report = launch_report
         me = plan.me
         if me.rank != roles.chief_rank:
@@ -81,7 +84,8 @@ class Hub:
         sel.register(wake.r, selectors.EVENT_READ, "wake")
         watch = StepWatch(self.roles, [t.rank for t in plan.tasks], self.names, local_rank=my_rank,
                           now=time.monotonic(), drain=timing.drain, silence=timing.silence,
-                          connect_grace=timing.connect_grace, end_grace=timing.kill_grace + 2.0)
+                          connect_grace=timing.connect_grace, end_grace=timing.kill_grace + 2.0,
+                          policy=self.policy, role_of={t.rank: t.role for t in plan.tasks})
         self.watch = watch
         log.info("supervising %d tasks from %s, port %d", plan.size, self.names[my_rank], self.port)
         child_reported = False
@@ -239,11 +243,17 @@ class Hub:
             watch.hear(conn.rank, now)
             if parts[0] == "hb":
                 continue
+            if parts == ["started"]:
+                watch.started(conn.rank, now)
+                continue
             if parts[0] in ("exit", "bye") and len(parts) == 2 and parts[1].lstrip("-").isdigit():
-                conn.send("ack")
                 if parts[0] == "exit":
-                    self._apply(watch.exit(conn.rank, int(parts[1]), now))
+                    actions = watch.exit(conn.rank, int(parts[1]), now)
+                    again = [a for a in actions if isinstance(a, Restart) and a.rank == conn.rank]
+                    self._apply(actions)  # the first failure is noted before the task itself can exit
+                    conn.send(f"restart {again[0].delay:g}" if again else "ack")
                 else:
+                    conn.send("ack")
                     log.debug("%s ended its command (status %s)", self.names[conn.rank], parts[1])
                     watch.bye(conn.rank)
                 continue
@@ -268,8 +278,17 @@ class Hub:
         text = failure.reason if failure is not None and status != 0 else "training is over"
         return text.encode("ascii", "replace").decode()[:200]
 
-    def _apply(self, actions: List[End]) -> None:
+    def _apply(self, actions: List[Action]) -> None:
+        watch = self.watch
+        failure = watch.failure if watch is not None else None
+        if watch is not None and failure is not None and not self._failure_noted and failure.rank != self.rank \
+                and (failure.rank not in watch.exited or self.policy.enabled):
+            # before anyone hears of it (a spoke whose failure could have been restarted left it to us)
+            self._failure_noted = True
+            note_failure(self.launch_report, failure.rank, failure.status)
         for action in actions:
+            if not isinstance(action, End):  # Restart: answered on the task's own connection (_serve)
+                continue
             for rank in action.ranks:
                 if rank == self.plan.my_rank:
                     if self.child is not None:

@@ -4,6 +4,10 @@ Why: the hub (hub.py) must hear at once when this task's command exits, and this
 when the hub says so or goes away.  A killed supervisor closes its connection at once (the kernel
 does it); a dead node is a missed heartbeat (and TCP keepalive); a dead hub is an error on this
 side's socket, and this task then ends with LOST_STATUS.
+
+Restarts in place: the hub may answer this task's `exit S` with `restart DELAY` instead of `ack`
+(plan.restart_policy decides): the spoke then keeps heart-beating, waits DELAY seconds, starts the
+same command with the same environment again, says `started`, and goes on as before.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import errno
 import logging
 import selectors
+import signal
 import socket
 import time
 from typing import Mapping, Optional, Sequence
@@ -18,19 +23,25 @@ from typing import Mapping, Optional, Sequence
 from tf_for_slurm.errors import PlanError
 from tf_for_slurm.host import settings
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
+from tf_for_slurm.plan.restart_policy import RestartPolicy, could_restart
 from tf_for_slurm.plan.step_watch import LOST_STATUS
 from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
 from tf_for_slurm.supervise.wire import Conn, Timing, keepalive, note_failure
 
 log = logging.getLogger(LOGGER)
 
+STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # received while waiting to restart: no restart
+
 
 class Spoke:
     """Every other task's supervisor: runs its command, keeps one connection to the hub."""
 
     def __init__(self, plan: ClusterPlan, hub_task: Task, argv: Sequence[str], env: Mapping[str, str],
-                 timing: Timing, launch_report: Optional[str] = None):
+                 timing: Timing, launch_report: Optional[str] = None, policy: Optional[RestartPolicy] = None,
+                 strategy: str = ""):
         self.plan, self.hub, self.argv, self.env, self.timing = plan, hub_task, argv, env, timing
+        self.policy = policy or RestartPolicy()
+        self.strategy = strategy
         self.launch_report = launch_report
         if hub_task.aux_port is None:
             raise PlanError(f"aux_port of the chief {hub_task.role}:{hub_task.index} is None: expected a second "
@@ -54,6 +65,14 @@ class Spoke:
         self.sent = False  # exit/bye sent
         self.acked = False
         self.ack_by = 0.0
+        self.noted = False  # the command's exit was logged (and noted for the launcher)
+        # restarts: the hub said `restart DELAY`; the command starts again at restart_at
+        self.restart_at: Optional[float] = None
+        self.restarts = 0
+        self.failed_at = 0.0
+        self.signals_seen = 0  # signals received when the restart was said
+        self.sigs: Optional[ForwardSignals] = None  # the signals this supervisor received (set in run)
+        self.stopped: Optional[int] = None  # 128+signal: stopped while waiting to restart
 
     def run(self) -> int:
         """Run the command until it ends; the status this task ends with, once the hub knows it."""
@@ -64,22 +83,35 @@ class Spoke:
         start = time.monotonic()
         self.next_try = start
         next_hb = float("inf")
-        noted = False
         child: Optional[Child] = None
         try:
             with ForwardSignals(wake) as sigs:
                 child = start_command(self.argv, self.env, wake)
                 sigs.child = child
+                self.sigs = sigs
                 while True:
                     now = time.monotonic()
                     status = 127 if child is None else child.status
-                    if status is not None:
-                        result = self._finished(status, now, start)
-                        if not noted and self.told is None and not self.lost:
-                            noted = True
+                    stop = [s for s in sigs.received[self.signals_seen:] if s in STOPPING]
+                    if self.restart_at is not None and stop:
+                        # stopped (scancel, srun) while waiting: the signal is the command's answer
+                        log.warning("signal %d while waiting to restart the command: not restarting it", stop[0])
+                        self.restart_at, self.stopped = None, 128 + stop[0]
+                    if self.stopped is not None:
+                        status = self.stopped
+                    if status is not None and self.restart_at is not None and now >= self.restart_at:
+                        child = self._start_again(child, wake, now)
+                        sigs.child = child
+                        status = 127 if child is None else child.status
+                    if status is not None and self.restart_at is None:
+                        if not self.noted and self.told is None and not self.lost:
+                            self.noted = True
                             log.info("command exited with status %d", status)
-                            if status != 0:
-                                note_failure(self.launch_report, self.rank, status)
+                            if status != 0 and not could_restart(self.policy, self.strategy, self.plan.me.role,
+                                                                 False, status):
+                                note_failure(self.launch_report, self.rank, status)  # else the hub notes it
+                            self.failed_at = now
+                        result = self._finished(status, now, start)
                         if result is not None:
                             return result
                     elif not self.joined and not self.lost and now - start > timing.connect_grace:
@@ -87,13 +119,16 @@ class Spoke:
                     if child is not None:
                         child.tick(now)
                     self._connect_step(sel, now, start)
-                    if self.joined and self.conn is not None and status is None and now >= next_hb:
+                    beating = status is None or self.restart_at is not None
+                    if self.joined and self.conn is not None and beating and now >= next_hb:
                         if not self.conn.send("hb"):
                             self._lose(sel, child, "the connection failed")
                         next_hb = now + self.heartbeat
                     deadlines = [now + 1.0]
-                    if self.joined and status is None:
+                    if self.joined and beating:
                         deadlines.append(next_hb)
+                    if self.restart_at is not None:
+                        deadlines.append(self.restart_at)
                     if self.conn is None and self.connecting is None and not self.given_up:
                         deadlines.append(self.next_try)
                     if self.connecting is not None:
@@ -119,6 +154,23 @@ class Spoke:
                 self.connecting.close()
             sel.close()
             wake.close()
+
+    # -- restarts --------------------------------------------------------------------------
+    def _start_again(self, old: Optional[Child], wake: Wake, now: float) -> Optional[Child]:
+        """The hub said restart: the same command, the same environment, after the failed one's
+        leftovers are gone; `started` tells the hub it runs again."""
+        if old is not None:
+            old.reap_group()
+        self.restart_at = None
+        self.restarts += 1
+        self.sent = self.acked = self.noted = False
+        child = start_command(self.argv, self.env, wake)
+        if child is not None:
+            log.warning("command started again (restart %d of this task), %.1f s after it failed", self.restarts,
+                        now - self.failed_at)
+            if self.conn is not None and not self.conn.send("started"):
+                log.warning("could not tell %s the command runs again (connection failed)", self.hub_name)
+        return child
 
     # -- outcome ---------------------------------------------------------------------------
     def _finished(self, status: int, now: float, start: float) -> Optional[int]:
@@ -154,6 +206,7 @@ class Spoke:
         if self.conn is not None:
             self._close(sel)
         self.given_up = True
+        self.restart_at = None
         if self.told is None and not self.lost:
             self.lost = True
             log.error("lost %s (%s): ending this task", self.hub_name, why)
@@ -247,6 +300,7 @@ class Spoke:
                         pass
             elif len(parts) >= 2 and parts[0] == "end" and parts[1].lstrip("-").isdigit():
                 if self.told is None and not self.lost:
+                    self.restart_at = None  # told to end while waiting to restart: the old status is reported
                     self.told = int(parts[1])
                     why = line.split(None, 2)[2] if len(parts) > 2 else ""
                     log.log(logging.INFO if self.told == 0 else logging.ERROR,
@@ -255,6 +309,17 @@ class Spoke:
                         child.end(self.timing.kill_grace)
             elif parts == ["ack"]:
                 self.acked = True
+            elif len(parts) == 2 and parts[0] == "restart" and self.sent and not self.acked:
+                try:
+                    delay = min(max(float(parts[1]), 0.0), 3600.0)
+                except ValueError:
+                    log.warning("ignored a malformed message %r from %s", line[:80], self.hub_name)
+                    continue
+                if self.told is None and not self.lost:
+                    log.warning("%s restarts this task's command in %g s", self.hub_name, delay)
+                    self.restart_at = time.monotonic() + delay
+                    self.signals_seen = len(self.sigs.received) if self.sigs is not None else 0
+                    self.sent = False  # the answer came: a new report is due when the next command ends
             elif parts[:1] == ["error"]:
                 log.error("%s refused this task: %s", self.hub_name, " ".join(parts[1:]))
                 self._lose(sel, child, "refused")

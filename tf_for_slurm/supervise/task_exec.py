@@ -25,6 +25,7 @@ from tf_for_slurm.host.stop_request import DEFAULT_HOLD, ENV_HOLD
 from tf_for_slurm.host.task_env import SHIM_DIR, task_env
 from tf_for_slurm.plan.cluster import ClusterPlan
 from tf_for_slurm.plan.gpus import devices_for_task
+from tf_for_slurm.plan.restart_policy import RETRY_ON, RestartPolicy
 from tf_for_slurm.plan.strategy import StepRoles, exec_device_filters, step_roles
 from tf_for_slurm.supervise.child_process import ForwardSignals, Wake, exit_status, start_command
 from tf_for_slurm.supervise.supervisor import Hub, Spoke, Timing
@@ -64,6 +65,38 @@ def keras_variables(env: Mapping[str, str], multi_task: bool, strategy: str,
     return {}, None
 
 
+def strategy_variables(env: Mapping[str, str], strategy: str) -> Dict[str, str]:
+    """What TensorFlow needs under `strategy` unless the user set it: ParameterServerStrategy's
+    workers fail fast on an unreachable peer, so a worker restarted in place is retried by the
+    coordinator instead of waited on (GRPC_FAIL_FAST=use_caller, as TensorFlow's tutorial sets)."""
+    if strategy == "pss" and env.get("GRPC_FAIL_FAST") in (None, ""):
+        return {"GRPC_FAIL_FAST": "use_caller"}
+    return {}
+
+
+def restart_policy(env: Mapping[str, str], max_restarts: Optional[int] = None,
+                   restart_on: Optional[str] = None) -> RestartPolicy:
+    """The step's restart policy: the options (None: not given) win over the settings."""
+    if max_restarts is not None and max_restarts < 0:
+        raise UsageError(bad_value("--max-restarts", max_restarts, "an integer >= 0"))
+    if max_restarts is None:
+        max_restarts = settings.integer(env, settings.MAX_RESTARTS, minimum=0)
+    per_task = settings.integer(env, settings.MAX_TASK_RESTARTS, minimum=0)
+    source = "--restart-on" if restart_on is not None else settings.RESTART_ON
+    retry_on = restart_on if restart_on is not None else settings.text(env, settings.RESTART_ON)
+    retry_on = retry_on or settings.default_text(settings.RESTART_ON)
+    if retry_on not in RETRY_ON:
+        raise UsageError(bad_value(source, retry_on, "signal or any"))
+    window = settings.seconds(env, settings.CRASH_WINDOW)
+    backoff = settings.seconds(env, settings.RESTART_BACKOFF)
+    return RestartPolicy(
+        max_restarts=settings.default_int(settings.MAX_RESTARTS) if max_restarts is None else max_restarts,
+        max_per_task=settings.default_int(settings.MAX_TASK_RESTARTS) if per_task is None else per_task,
+        retry_on=retry_on,
+        crash_window=settings.default_seconds(settings.CRASH_WINDOW) if window is None else window,
+        backoff=settings.default_seconds(settings.RESTART_BACKOFF) if backoff is None else backoff)
+
+
 def _private_dir(base: str, tag: str) -> str:
     """A directory only this user can read, for one job's spilled TF_CONFIG files."""
     path = os.path.join(base, f"tf_slurm.{os.getuid()}.{tag}")
@@ -93,6 +126,7 @@ def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str
         has_tf_keras = importlib.util.find_spec("tf_keras") is not None
     keras, message = keras_variables(env, plan.size > 1, roles.strategy, has_tf_keras)
     variables.update(keras)
+    variables.update(strategy_variables(env, roles.strategy))
     if message is not None:
         log.log(*message)
     filters = exec_device_filters(roles.strategy, me.role, me.index) if device_filters else None
@@ -122,7 +156,8 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
         placement: Optional[str] = None, chief: bool = False, address: Optional[str] = None,
         strategy: Optional[str] = None, drain: Optional[float] = None, device_filters: bool = True,
         supervise: bool = True, env: Optional[Mapping[str, str]] = None,
-        component_roles: Optional[Sequence[str]] = None) -> int:
+        component_roles: Optional[Sequence[str]] = None, max_restarts: Optional[int] = None,
+        restart_on: Optional[str] = None) -> int:
     """Run `command` as this task of the step; return the status the task should exit with."""
     env = settings.environ() if env is None else env
     command = list(command)
@@ -139,6 +174,7 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
     if not settings.device_filters_on(env):
         device_filters = False
     timing = Timing.from_env(env, drain=drain)
+    policy = restart_policy(env, max_restarts, restart_on)
     plan = plan_from_env(env, tasks=tasks, ps=ps, placement=placement, chief=chief, address=address, check=True,
                          component_roles=component_roles)
     me = plan.me
@@ -154,8 +190,10 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
                 return _exec(command, child_env)
             return _run_plain(command, child_env)
         if me.rank == roles.chief_rank:
-            return Hub(plan, roles, command, child_env, timing, report, status_file=job_folder.status_path(env)).run()
-        return Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report).run()
+            return Hub(plan, roles, command, child_env, timing, report, status_file=job_folder.status_path(env),
+                       policy=policy).run()
+        return Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report, policy=policy,
+                     strategy=roles.strategy).run()
     finally:
         if child.spill_dir is not None:
             shutil.rmtree(child.spill_dir, ignore_errors=True)

@@ -1,0 +1,28 @@
+"""`tf-slurm exec`'s restart options (--max-restarts, --restart-on): defined here to keep the parser small."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Dict
+
+from tf_for_slurm.host import settings
+from tf_for_slurm.plan.restart_policy import MAX_BACKOFF, RETRY_ON
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("restarts in place (a failed PSS worker or evaluator, a TF1 non-chief worker)")
+    g.add_argument("--max-restarts", type=int, default=None, metavar="N",
+                   help=f"restarts allowed in the step (default: {settings.MAX_RESTARTS}, else "
+                        f"{settings.default_int(settings.MAX_RESTARTS)}: off); at most "
+                        f"{settings.MAX_TASK_RESTARTS} per task, each after a back-off doubling from "
+                        f"{settings.RESTART_BACKOFF} up to {MAX_BACKOFF:g} s; a task failing again within "
+                        f"{settings.CRASH_WINDOW} seconds of its restart ends the step")
+    g.add_argument("--restart-on", choices=RETRY_ON, default=None,
+                   help="which failures are restarted: signal (status 128-255: killed by a signal, OOM) or any "
+                        f"non-zero status (default: {settings.RESTART_ON}, else "
+                        f"{settings.default_text(settings.RESTART_ON)})")
+
+
+def values(args: argparse.Namespace) -> Dict[str, Any]:
+    """The keyword arguments of task_exec.run these options give."""
+    return {"max_restarts": args.max_restarts, "restart_on": args.restart_on}

@@ -1,0 +1,126 @@
+"""Whether a task whose command failed is restarted in place, and when.  Pure: values in, a decision out.
+
+Why a module of its own: the rule has several bounds (the step's budget, the task's, a crash
+loop) and per-strategy limits, and both the hub (which decides, through plan.step_watch) and a
+spoke (which must know whether its failure may still be undone before it names it first) ask it.
+
+In place means the same rank, node, address and TF_CONFIG: the task's supervisor starts the same
+command again.  What can be restarted in place in this version:
+- ``pss``: a worker or an evaluator (ParameterServerStrategy's coordinator re-sends the failed
+  functions and waits for the worker to come back at its address); never the chief (the
+  coordinator) or a ps (their restart needs the coordinator's restore: not yet).
+- ``tf1``: a non-chief worker (MonitoredTrainingSession waits for the chief's model again).
+- ``mwms``: nothing (every worker takes part in every step: the whole group must restart, not yet).
+
+Which exits are retried (like Kubeflow's ExitCode policy): ``signal`` (the default) retries a
+command killed by a signal or reporting one, status 128-255 (137 SIGKILL and the OOM killer, 139
+SIGSEGV, 143 SIGTERM); 1-127 are the program's own verdict and are not retried.  ``any`` retries
+every non-zero status.
+
+Bounds: at most `max_restarts` restarts in the step and `max_per_task` for one task; a task that
+fails again less than `crash_window` seconds after its command ran again is a crash loop, and the
+step ends at once.  Restart k of a task waits ``backoff * 2**(k-1)`` seconds, at most MAX_BACKOFF
+(1, 2, 4, 8, 16, 30, 30 ... with the default backoff of 1 s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+RETRY_ON = ("signal", "any")
+MAX_BACKOFF = 30.0  # seconds: the longest wait before a restart
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """The bounds of restarts in one step (max_restarts 0: never restart)."""
+
+    max_restarts: int = 0  # restarts in the whole step
+    max_per_task: int = 3  # restarts of one task
+    retry_on: str = "signal"  # 'signal': status 128-255 only; 'any': every non-zero status
+    crash_window: float = 10.0  # seconds: failing again this soon after a restart is a crash loop
+    backoff: float = 1.0  # seconds before the first restart of a task, doubled for each next one
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_restarts > 0 and self.max_per_task > 0
+
+
+class Decision(NamedTuple):
+    restart: bool
+    reason: str  # one line: why not, or what (the restart's log line)
+    attempt: int = 0  # this task's restart number (1 = its first), when restarting
+    delay: float = 0.0  # seconds to wait before starting the command again
+    crash_loop: bool = False
+
+
+def not_in_place(strategy: str, role: str, is_chief: bool) -> Optional[str]:
+    """None when a task of this role can be restarted in place under `strategy`, else why not."""
+    if strategy == "mwms":
+        return ("under mwms every task takes part in every step: the whole group must restart "
+                "(group restarts are not supported yet)")
+    if is_chief:
+        return "the chief is not restarted in place (it decides the step's end)"
+    if strategy == "pss" and role in ("worker", "evaluator"):
+        return None
+    if strategy == "tf1" and role == "worker":
+        return None
+    if role == "ps":
+        return f"a ps is not restarted in place under {strategy} (its variables are lost: not supported yet)"
+    return f"a {role} is not restarted in place under {strategy}"
+
+
+def retryable(status: int, retry_on: str) -> bool:
+    """A non-zero exit status the policy retries (see the module's docstring)."""
+    if status == 0:
+        return False
+    return retry_on == "any" or 128 <= status <= 255
+
+
+def backoff_delay(policy: RestartPolicy, attempt: int) -> float:
+    """Seconds before restart `attempt` (1-based) of a task: backoff * 2**(attempt-1), at most MAX_BACKOFF."""
+    return min(policy.backoff * 2.0 ** max(attempt - 1, 0), MAX_BACKOFF)
+
+
+def could_restart(policy: RestartPolicy, strategy: str, role: str, is_chief: bool, status: int) -> bool:
+    """True when a failure with `status` may be restarted, budgets aside (a spoke asks: may its
+    failure still be undone?)."""
+    return policy.enabled and not_in_place(strategy, role, is_chief) is None and retryable(status, policy.retry_on)
+
+
+def _why_status(status: int) -> str:
+    return f"status {status}" + (f" (signal {status - 128})" if 128 < status < 160 else "")
+
+
+def decide(policy: RestartPolicy, *, name: str, strategy: str, role: str, is_chief: bool, status: int,
+           step_restarts: int, task_restarts: int, since_restart: Optional[float]) -> Decision:
+    """Restart the task `name` whose command exited with non-zero `status`, or not (with one line).
+
+    step_restarts: restarts decided in the step so far; task_restarts: of this task;
+    since_restart: seconds since this task's command ran again after its last restart (None: never
+    restarted; 0 when it never got to run again)."""
+    if not policy.enabled:
+        return Decision(False, "restarts are off (max restarts 0)")
+    why = not_in_place(strategy, role, is_chief)
+    if why is not None:
+        return Decision(False, why)
+    if not retryable(status, policy.retry_on):
+        return Decision(False, f"status {status} is not retried (restart on {policy.retry_on}: "
+                               "killed by a signal, status 128-255)")
+    if since_restart is not None and since_restart < policy.crash_window:
+        return Decision(False, f"crash loop: {name} failed again {since_restart:.1f} s after restart {task_restarts} "
+                               f"({_why_status(status)}, within the crash window of {policy.crash_window:g} s)",
+                        crash_loop=True)
+    if task_restarts >= policy.max_per_task:
+        return Decision(False, f"{name} was restarted {task_restarts} times already (at most {policy.max_per_task} "
+                               "per task)")
+    if step_restarts >= policy.max_restarts:
+        return Decision(False, f"the step's {policy.max_restarts} restarts are spent (max restarts "
+                               f"{policy.max_restarts})")
+    attempt = task_restarts + 1
+    delay = backoff_delay(policy, attempt)
+    of = min(policy.max_per_task, task_restarts + policy.max_restarts - step_restarts)
+    return Decision(True, f"restarting {name} in place in {delay:g} s: exited with {_why_status(status)}; "
+                          f"attempt {attempt} of {of} (step: restart {step_restarts + 1} of {policy.max_restarts})",
+                    attempt, delay)
