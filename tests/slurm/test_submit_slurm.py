@@ -35,6 +35,14 @@ def _submit(cluster, args, cwd: Path) -> str:
     return m.group(1)
 
 
+def _step_status(cluster, job: str, cwd: Path) -> dict:
+    """`tf-slurm status JOB --json` of a job submitted with --folder CWD/jobs: its step's state."""
+    res = cluster.run([PYTHON, "-m", "tf_for_slurm", "status", job, "--json", "--folder", str(cwd / "jobs")],
+                      timeout=60, cwd=str(cwd), env={"PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)["step"]
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")
 def test_submitted_jobs_complete(slurm_cluster, tmp_path):
@@ -64,10 +72,7 @@ def test_submitted_jobs_complete(slurm_cluster, tmp_path):
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-3000:], tasks[1][-3000:])
     assert (folder / "job.sh").is_file()
     assert "held-out accuracy" in tasks[1], tasks[1][-3000:]  # worker 0 (the chief) trained, in its own log
-    res = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "status", tf1, "--json", "--folder", str(tmp_path / "jobs")],
-                            timeout=60, cwd=str(tmp_path), env={"PYTHONPATH": str(REPO)})
-    assert res.returncode == 0, res.stderr
-    step = json.loads(res.stdout)["step"]
+    step = _step_status(slurm_cluster, tf1, tmp_path)
     assert [(t["role"], t["node"], t["status"]) for t in step["tasks"]] == [
         ("ps", "node1", 0), ("worker", "node2", 0), ("worker", "node3", 0)], step
     assert step["status"] == 0 and step["strategy"] == "tf1", step
@@ -99,10 +104,7 @@ def test_submitted_heterogeneous_job_completes(slurm_cluster, tmp_path):
     log = (folder / "job.out").read_text()
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-3000:])
     assert "component 1: nodes node[1-2]" in log, log[-3000:]
-    res = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "status", job, "--json", "--folder", str(tmp_path / "jobs")],
-                            timeout=60, cwd=str(tmp_path), env={"PYTHONPATH": str(REPO)})
-    assert res.returncode == 0, res.stderr
-    step = json.loads(res.stdout)["step"]
+    step = _step_status(slurm_cluster, job, tmp_path)
     assert [(t["role"], t["node"], t["status"]) for t in step["tasks"]] == [
         ("ps", "node3", 0), ("worker", "node1", 0), ("worker", "node2", 0)], step
     assert re.search(r"^[0-2]: ", log, re.M), log[-3000:]  # srun -l: each line labelled with its rank
