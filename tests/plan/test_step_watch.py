@@ -322,3 +322,37 @@ def test_restarts_off_keeps_the_old_message():
     w = rwatch(*PSS, max_restarts=0)
     assert w.exit(2, 137, 5.0) == [End((0, 1, 3, 4), 137)]
     assert w.failure.reason == "worker 0 exited with status 137"
+
+
+# -- a planned stop: PreemptionCheckpointHandler's exit 42 ------------------------------------------
+def test_a_checkpointed_exit_is_a_planned_stop_the_others_stop_by_themselves():
+    w = watch("worker", "worker", "worker", drain=30.0)
+    assert w.exit(1, 42, 1.0) == []  # no one is ended: the others save the same step and exit too
+    assert not w.decided and "planned stop" in " ".join(m for _, m in w.take_notes())
+    assert w.exit(2, 42, 1.5) == []
+    actions = w.exit(0, 42, 2.0)  # the last trainer: the step ends with 42 (batch-step requeues)
+    assert w.decided and w.status == 42 and w.failure.rank == 1
+    assert actions == []  # nothing left to end
+
+
+def test_a_planned_stop_ends_the_trainers_left_after_the_drain_and_servers_at_once():
+    w = watch("chief", "worker", "evaluator", drain=5.0)
+    assert w.exit(1, 42, 1.0) == []
+    assert w.tick(3.0) == []
+    actions = w.tick(6.5)
+    assert actions == [End((0, 2), 42)] and w.status == 42
+    assert any("still running 5 s after worker 0 checkpointed" in m for _, m in w.take_notes())
+
+
+def test_a_failure_during_a_planned_stop_is_still_a_failure():
+    w = watch("worker", "worker", "worker")
+    assert w.exit(1, 42, 1.0) == []
+    actions = w.exit(2, 137, 1.5)
+    assert w.status == 137 and actions == [End((0,), 137)]
+
+
+def test_a_task_finishing_0_during_a_planned_stop_keeps_the_checkpointed_status():
+    w = watch("worker", "worker")
+    assert w.exit(1, 42, 1.0) == []
+    w.exit(0, 0, 1.2)
+    assert w.decided and w.status == 42

@@ -67,6 +67,8 @@ def test_sigusr1_makes_the_handler_checkpoint_exit_42_and_a_rerun_resumes(tmp_pa
     assert re.search(r"^0: tf_for_slurm\.runtime\.preemption: PreemptionCheckpointHandler: checkpoint saved, "
                      r"exiting with status 42$", out, re.M), out[-3000:]
     assert "reached step" not in out, out[-3000:]  # nobody trained to the end
+    # under exec, 42 is a planned stop: no worker was ended as after a failure; both exited by themselves
+    assert "ending every task" not in out and "tasks: 2 exited by themselves" in out, out[-3000:]
     saved = read_checkpoint_step(str(model))  # what batch-step reads to decide the requeue
     assert saved is not None and 1 <= saved < TARGET, (saved, out[-3000:])
     assert (model / f"ckpt-{saved}.index").exists()

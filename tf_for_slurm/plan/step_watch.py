@@ -13,6 +13,10 @@ Rules (see step_rules for who is chief, trainer or server):
 - with a restart policy (plan.restart_policy), a task whose command failed may instead be
   restarted in place: a `Restart` action for its rank; it is not settled, its state is
   'restarting' until its supervisor says its command runs again (`started`).
+- a task that exits with a "checkpointed" status (42: TensorFlow's PreemptionCheckpointHandler
+  after its agreed-step save) is a planned stop, not a failure: the other trainers get `drain`
+  seconds to stop by themselves (they save the same step and exit 42 too); then every task is
+  ended and the step's status is 42, which batch-step requeues.
 - once every task has settled (exited, said bye, or its connection closed after being told to end)
   or `end_grace` seconds after the decision, the hub may exit with `status`.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
+from tf_for_slurm.plan.requeue import CHECKPOINTED_STATUSES
 from tf_for_slurm.plan.restart_policy import Decision, RestartPolicy, decide
 from tf_for_slurm.plan.strategy import StepRoles
 
@@ -87,6 +92,7 @@ class StepWatch:
         self.notes: List[Tuple[int, str]] = []  # (logging level, message) for the caller to log
         self.changes = 0  # counts every change of a task's state (the status file is rewritten on it)
         self.first_exit: Optional[Tuple[int, int, float]] = None  # (rank, status, when): the summary's "first"
+        self.planned_stop: Optional[Tuple[int, int]] = None  # (rank, status) of the first "checkpointed" exit
 
     # -- helpers ---------------------------------------------------------------------------
     def name(self, rank: int) -> str:
@@ -164,7 +170,8 @@ class StepWatch:
         if status != 0 and rank in self.restarting:  # it could not start again, or was stopped while waiting
             why_not = (f"{self.name(rank)} exited with status {status} before its command ran again "
                        f"(restart {self.restarts.get(rank, 0)})")
-        elif status != 0 and rank not in self.told and not self.decided and self.policy.enabled:
+        elif (status != 0 and status not in CHECKPOINTED_STATUSES and rank not in self.told and not self.decided
+              and self.policy.enabled):
             decision = self._decide_restart(rank, status, now)
             if decision.restart:
                 self.restarts[rank] = decision.attempt
@@ -183,9 +190,13 @@ class StepWatch:
         self._settle(rank)
         if rank in self.told:  # it was being ended anyway: its status is not news
             return []
+        if status in CHECKPOINTED_STATUSES and not why_not and not self.decided:
+            return self._planned(rank, status, now)
         if status != 0:
             return self._fail(rank, status, why_not or f"{self.name(rank)} exited with status {status}", now)
         self._note(logging.INFO, f"{self.name(rank)} finished (status 0)")
+        if self.planned_stop is not None and not self.decided:
+            return self._planned(rank, status, now)
         if rank == self.roles.chief_rank:
             self.chief_done_at = now
             pending = self._pending_trainers()
@@ -198,6 +209,36 @@ class StepWatch:
         if self.chief_done_at is not None and not self.decided and not self._training:
             return self._succeed(now)
         return []
+
+    def _planned(self, rank: int, status: int, now: float) -> List[Action]:
+        """A trainer stopped after a checkpoint (or finished during such a stop): end the step with the
+        checkpointed status once no trainer runs, or after `drain` (tick)."""
+        if self.planned_stop is None:
+            self.planned_stop = (rank, status)
+            self.drain_deadline = now + self.drain
+            self._note(logging.INFO, f"{self.name(rank)} exited with status {status}: checkpointed, a planned stop "
+                                     f"(PreemptionCheckpointHandler); waiting up to {self.drain:g} s for the other "
+                                     "training tasks to stop by themselves")
+        if self._stopping_trainers():
+            return []
+        return self._end_planned(now)
+
+    def _stopping_trainers(self) -> Tuple[int, ...]:
+        """The trainers, the chief included, whose command still runs (a planned stop waits for them)."""
+        chief = self.roles.chief_rank
+        running = set(self._training)
+        if chief is not None and chief not in self.settled:
+            running.add(chief)
+        return tuple(sorted(running))
+
+    def _end_planned(self, now: float) -> List[Action]:
+        assert self.planned_stop is not None
+        rank, status = self.planned_stop
+        self.failure = Failure(rank, status, f"{self.name(rank)} checkpointed and stopped (status {status}): "
+                                             "a planned stop")
+        self.decided_at = now
+        self._note(logging.INFO, f"every training task has stopped: ending the step with status {status}")
+        return self._end(self.ranks, status)
 
     def _decide_restart(self, rank: int, status: int, now: float) -> Decision:
         since = now - self.running_again[rank] if rank in self.running_again else None
@@ -248,6 +289,12 @@ class StepWatch:
                     return self._fail(missing[0], LOST_STATUS,
                                       f"{self.name(missing[0])} (and {len(missing) - 1} more) never connected "
                                       f"within {self.connect_grace:g} s", now)
+            if self.drain_deadline is not None and now >= self.drain_deadline and self.planned_stop is not None:
+                first = self.name(self.planned_stop[0])
+                for r in self._stopping_trainers():
+                    self._note(logging.WARNING, f"{self.name(r)} still running {self.drain:g} s after {first} "
+                                                "checkpointed and stopped: ending it")
+                return self._end_planned(now)
             if self.drain_deadline is not None and now >= self.drain_deadline:
                 pending = self._pending_trainers()
                 for r in pending:
