@@ -149,11 +149,11 @@ BAD = [
 
 
 @pytest.mark.timeout(180)
-def test_bad_options_are_one_line_and_exit_2(tmp_path, fake):
+def test_bad_options_are_one_line_and_exit_2(tmp_path, fake, cli_runs):
     env, rec = fake
-    for extra, expected in BAD:
+    for extra, expected in BAD:  # forked from one server (tests/cli_runs.py): a table of quick refusals
         counts = [] if any(a in extra for a in ("-N", "-n", "--ntasks-per-node")) or not extra else ["-N", "3"]
-        res = submit(*counts, *extra, "--", "python", "train.py", env=env, cwd=tmp_path)
+        res = cli_runs.run(["submit", *counts, *extra, "--", "python", "train.py"], env, cwd=str(tmp_path))
         assert res.returncode == 2, (extra, res.returncode, res.stdout, res.stderr)
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("tf-slurm submit: error: "), (extra, res.stderr)

@@ -140,14 +140,14 @@ def test_a_tf1_non_chief_worker_is_restarted_and_the_step_ends_0(tmp_path):
 
 @pytest.mark.timeout(90)
 def test_under_tf_slurm_local_the_wait_before_a_restart_keeps_heart_beating(tmp_path):
-    # a 3 s back-off under a 1.25 s silence: a spoke quiet while it waits would be taken for a dead node
+    # a 2 s back-off under a 1.25 s silence: a spoke quiet while it waits would be taken for a dead node
     body = ONCE.format(d=tmp_path) + CHIEF_WAITS.format(d=tmp_path)
-    env = {**os.environ, "TF_SLURM_MAX_RESTARTS": "1", "TF_SLURM_RESTART_BACKOFF": "3", "TF_SLURM_HEARTBEAT": "0.25",
+    env = {**os.environ, "TF_SLURM_MAX_RESTARTS": "1", "TF_SLURM_RESTART_BACKOFF": "2", "TF_SLURM_HEARTBEAT": "0.25",
            "TF_SLURM_SILENCE": "1.25", "TF_SLURM_LOG_LEVEL": "INFO"}
     r = subprocess.run([PY, "-m", "tf_for_slurm", "local", "-n", "4", "--tasks", PSS, "--folder", str(tmp_path),
                         "--", "sh", "-c", body], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
-    assert "restarting worker 1 (rank 3, node1) in place in 3 s" in r.stderr, r.stderr
+    assert "restarting worker 1 (rank 3, node1) in place in 2 s" in r.stderr, r.stderr
     assert "no word from" not in r.stderr
 
 
