@@ -22,7 +22,7 @@ For each size, two hub runs:
 - run 2: all join; one task's connection is closed abruptly (what the kernel does for a
   SIGKILLed supervisor): time from the close until the other tasks receive `end`.
 In both, "chief's task ended" is the hub's exit after its decision: it ends its own command and
-waits for every task to settle, at most its end grace (kill_grace + 2 s) since the unreachable
+waits for every task to settle, at most its end grace (kill_grace + min(2 s, silence)) since the unreachable
 tasks never do.
 Then `--reports` simultaneous done reports (`exit 0` from that many tasks at one agreed instant,
 8 simulator processes): time until every task had its `ack`, (a) while the chief's command still
@@ -480,7 +480,7 @@ def _hub_exit_thread(step: Step, timeout: float) -> dict:
 
 
 def _exit_wait(timing) -> float:
-    """How long to wait for the hub's exit after its decision: its end grace (kill_grace + 2 s)
+    """How long to wait for the hub's exit after its decision: its end grace (Timing.end_grace)
     for tasks that never settle, its command's SIGTERM-to-SIGKILL grace, and a margin."""
     return 2 * timing.kill_grace + 2.0 + 5.0
 

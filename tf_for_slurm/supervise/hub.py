@@ -84,7 +84,7 @@ class Hub:
         sel.register(wake.r, selectors.EVENT_READ, "wake")
         watch = StepWatch(self.roles, [t.rank for t in plan.tasks], self.names, local_rank=my_rank,
                           now=time.monotonic(), drain=timing.drain, silence=timing.silence,
-                          connect_grace=timing.connect_grace, end_grace=timing.kill_grace + 2.0,
+                          connect_grace=timing.connect_grace, end_grace=timing.end_grace,
                           policy=self.policy, role_of={t.rank: t.role for t in plan.tasks})
         self.watch = watch
         log.info("supervising %d tasks from %s, port %d", plan.size, self.names[my_rank], self.port)

@@ -70,6 +70,13 @@ class Timing:
                                        f"more seconds than {settings.HEARTBEAT} ({values['heartbeat']:g})"))
         return cls(**values)
 
+    @property
+    def end_grace(self) -> float:
+        """How long the hub waits, once the step's end is decided, for every task to confirm it:
+        the kill grace (a command that ignores SIGTERM), plus time for a task still starting to
+        join and be told: 2 s, at most `silence` (a task not heard from for that long is gone)."""
+        return self.kill_grace + min(2.0, self.silence)
+
 
 def heartbeat_interval(tasks: int, timing: Timing) -> float:
     """Seconds between a spoke's heartbeats: the configured value, longer for large steps (the
