@@ -2,8 +2,8 @@
 
 import pytest
 
-from tf_for_slurm.plan.restart_policy import (MAX_BACKOFF, RestartPolicy, backoff_delay, could_restart, decide,
-                                              not_in_place, retryable)
+from tf_for_slurm.plan.restart_policy import (GROUP, MAX_BACKOFF, TASK, RestartPolicy, backoff_delay, could_restart,
+                                              decide, restart_scope, retryable)
 
 ON = RestartPolicy(max_restarts=5, max_per_task=3, retry_on="signal", crash_window=10.0, backoff=1.0)
 
@@ -21,25 +21,30 @@ def test_defaults_are_off_and_documented_values():
     assert not d.restart and "off" in d.reason
 
 
-@pytest.mark.parametrize("strategy,role,chief,ok", [
-    ("pss", "worker", False, True),
-    ("pss", "evaluator", False, True),
-    ("pss", "ps", False, False),
-    ("pss", "chief", True, False),
-    ("tf1", "worker", False, True),
-    ("tf1", "worker", True, False),  # worker 0, the implicit chief
-    ("tf1", "ps", False, False),
-    ("tf1", "evaluator", False, False),
-    ("mwms", "worker", False, False),
-    ("mwms", "evaluator", False, False),
+@pytest.mark.parametrize("strategy,role,chief,scope", [
+    ("pss", "worker", False, TASK),  # the coordinator re-sends its functions
+    ("pss", "evaluator", False, TASK),
+    ("pss", "ps", False, GROUP),  # TensorFlow: the coordinator restarts and restores
+    ("pss", "chief", True, GROUP),
+    ("tf1", "worker", False, TASK),
+    ("tf1", "worker", True, TASK),  # worker 0, the implicit chief: restores from its checkpoint dir
+    ("tf1", "ps", False, GROUP),  # its variables are lost
+    ("tf1", "evaluator", False, None),
+    ("mwms", "worker", False, GROUP),  # every worker takes part in every step
+    ("mwms", "worker", True, GROUP),
+    ("mwms", "evaluator", False, TASK),
 ])
-def test_who_is_restarted_in_place(strategy, role, chief, ok):
-    assert (not_in_place(strategy, role, chief) is None) is ok
-    assert ask(strategy=strategy, role=role, chief=chief).restart is ok
+def test_what_restarts_when_a_task_fails(strategy, role, chief, scope):
+    assert restart_scope(strategy, role, chief)[0] == scope
+    d = ask(strategy=strategy, role=role, chief=chief)
+    assert d.restart is (scope is not None) and d.group is (scope == GROUP)
 
 
-def test_mwms_says_group_restart_is_a_later_step():
-    assert "whole group" in ask(strategy="mwms").reason
+def test_a_group_restart_names_the_failed_task_and_why_the_group():
+    d = ask(strategy="mwms")
+    assert d.reason == ("restarting every task of the step in 1 s: worker 1 exited with status 137 (signal 9) "
+                        "(under mwms every worker takes part in every step: the group resumes from its "
+                        "checkpoint); attempt 1 of 3 (step: restart 1 of 5)")
 
 
 @pytest.mark.parametrize("status,on,ok", [
@@ -87,4 +92,5 @@ def test_could_restart_is_what_a_spoke_may_assume_before_the_hub_answers():
     assert could_restart(ON, "pss", "worker", False, 137)
     assert not could_restart(ON, "pss", "worker", False, 1)
     assert not could_restart(RestartPolicy(), "pss", "worker", False, 137)
-    assert not could_restart(ON, "mwms", "worker", False, 137)
+    assert could_restart(ON, "mwms", "worker", False, 137)  # with its group
+    assert not could_restart(ON, "tf1", "evaluator", False, 137)

@@ -8,7 +8,7 @@ import pytest
 from tf_for_slurm.errors import UsageError
 from tf_for_slurm.plan.strategy import exec_device_filters as device_filters, infer_strategy, step_roles
 from tf_for_slurm.plan.restart_policy import RestartPolicy
-from tf_for_slurm.plan.step_watch import End, LOST_STATUS, Restart, StepWatch
+from tf_for_slurm.plan.step_watch import LOST_STATUS, End, Regroup, Restart, StepWatch
 
 T = namedtuple("T", "rank role index")
 
@@ -287,18 +287,71 @@ def test_status_1_is_not_retried_under_signal_but_is_under_any():
     assert [type(a) for a in w.exit(2, 1, 5.0)] == [Restart]
 
 
-@pytest.mark.parametrize("roles,strategy,rank", [
-    (PSS, None, 0),  # a pss ps
-    (PSS, None, 1),  # the pss chief (the coordinator)
-    (("chief", "worker", "worker"), None, 1),  # mwms: group restart is a later slice
-    (("ps", "worker", "worker"), None, 1),  # tf1 worker 0: the chief
-    (("ps", "worker", "worker"), None, 0),  # tf1 ps
+@pytest.mark.parametrize("roles,rank,others", [
+    (PSS, 0, (1, 2, 3, 4)),  # a pss ps: the coordinator must restart and restore (the chief, rank 1, too)
+    (PSS, 1, (0, 2, 3, 4)),  # the pss chief (the coordinator): its own command and everyone else's
+    (("chief", "worker", "worker"), 1, (0, 2)),  # mwms: every worker takes part in every step
+    (("chief", "worker", "worker"), 0, (1, 2)),  # mwms: the chief too
+    (("ps", "worker", "worker"), 0, (1, 2)),  # tf1 ps: its variables are lost
 ])
-def test_never_restarted_in_place(roles, strategy, rank):
-    w = rwatch(*roles, strategy=strategy)
+def test_a_group_restart_restarts_every_running_task(roles, rank, others):
+    w = rwatch(*roles)
     actions = w.exit(rank, 137, 5.0)
-    assert actions and all(isinstance(a, End) for a in actions)
-    assert w.decided and w.status == 137 and "not restarted" in w.failure.reason
+    assert [type(a) for a in actions] == [Restart, Regroup]
+    assert actions[0].rank == rank and actions[1].ranks == others and actions[1].delay == 1.0
+    assert not w.decided and set(w.restarting) == {rank, *others}
+
+
+def test_mwms_group_restart_the_others_exits_are_expected_then_everyone_runs_again():
+    w = rwatch("chief", "worker", "worker")  # the hub is the chief's (rank 0)
+    assert [type(a) for a in w.exit(2, 137, 5.0)] == [Restart, Regroup]
+    assert w.exit(1, 1, 5.3) == [Restart(1, 1, 1.0, "its group restarts")]  # a collective error: expected
+    assert not w.decided and w.failure is None
+    for r in (0, 1, 2):
+        w.started(r, 7.0)
+    assert not w.restarting and w.restarts == {0: 1, 1: 1, 2: 1} and w.step_restarts == 1
+    assert 0 not in w.heard  # the hub's own task is never taken for silent
+    assert w.exit(1, 0, 30.0) == [] and w.exit(2, 0, 30.0) == []
+    assert w.exit(0, 0, 30.1) == [] and w.decided and w.status == 0
+
+
+def test_a_task_that_joins_during_its_groups_restart_is_told_then():
+    t = tasks("chief", "worker", "worker")
+    w = StepWatch(step_roles(t), [0, 1, 2], {0: "chief 0", 1: "worker 0", 2: "worker 1"}, local_rank=0, now=0.0,
+                  policy=RestartPolicy(max_restarts=2), role_of={x.rank: x.role for x in t})
+    w.join(2, 0.0)
+    assert [type(a) for a in w.exit(2, 137, 5.0)] == [Restart, Regroup]
+    assert w.join(1, 5.5) == [Regroup((1,), 1.0, "its group restarts")]
+
+
+def test_a_task_failing_soon_after_its_group_restart_is_a_crash_loop():
+    w = rwatch("chief", "worker", "worker", max_restarts=5)
+    w.exit(2, 137, 5.0)
+    w.exit(1, 143, 5.2)
+    for r in (0, 1, 2):
+        w.started(r, 7.0)
+    assert w.exit(1, 137, 8.0) == [End((0, 2), 137)]
+    assert w.failure.reason.startswith("crash loop: worker 0 failed again 1.0 s after restart 1")
+
+
+def test_a_tf1_chief_is_restarted_alone():
+    w = rwatch("ps", "worker", "worker")
+    actions = w.exit(1, 137, 5.0)
+    assert actions == [Restart(1, 1, 1.0, actions[0].reason)]  # no Regroup: the workers train on
+    assert actions[0].reason.startswith("restarting worker 0 in place in 1 s")
+
+
+def test_once_the_step_is_being_stopped_nothing_restarts_and_a_pending_restart_fails():
+    w = rwatch(*PSS)
+    assert [type(a) for a in w.exit(2, 137, 5.0)] == [Restart]
+    w.stop_restarts("signal 15 reached the chief's supervisor")
+    assert any("no more restarts in this step" in m for _level, m in w.take_notes())
+    assert w.exit(2, 143, 5.5) == [End((0, 1, 3, 4), 143)]
+    assert w.failure.reason == "worker 0 exited with status 143 before its command ran again (restart 1)"
+    w = rwatch("chief", "worker", "worker")
+    w.exit(2, 137, 5.0)  # the group restarts: worker 0 is being ended for it
+    w.stop_restarts("signal 15")
+    assert w.exit(1, 143, 5.5) == [End((0, 2), 143)]  # its exit is no longer its group's restart
 
 
 def test_a_tf1_non_chief_worker_is_restarted_and_the_step_ends_normally():

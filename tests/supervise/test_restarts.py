@@ -219,3 +219,76 @@ def test_exec_rejects_a_bad_restart_option_in_one_line(tmp_path):
     r = subprocess.run([PY, "-m", "tf_for_slurm", "exec", "--restart-on", "sometimes", "--", "true"], cwd=ROOT,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--restart-on" in r.stderr
+
+
+# -- group restarts: mwms; a pss ps or coordinator; (tf1: the chief alone) -------------------------
+# Every task counts its starts in d/starts.RANK.  First run: wait until all N tasks run, then the
+# victim SIGKILLs itself and the others wait to be ended.  Second run: training tasks (the chief,
+# and under mwms the workers) exit 0 once all N run again; servers wait to be ended.
+GROUP_BODY = ('s={d}/starts.$SLURM_PROCID; n=$(cat $s 2>/dev/null | wc -l); echo x >> $s; '
+              'all() {{ [ $(cat {d}/starts.* | wc -l) -ge $1 ] && [ $(ls {d}/starts.* | wc -l) = {n} ]; }}; '
+              'if [ $n = 0 ]; then until all {n}; do sleep 0.05; done; '
+              '[ $SLURM_PROCID = {victim} ] && kill -9 $$; exec sleep 600; fi; '
+              'case " {trainers} " in *" $SLURM_PROCID "*) until all {twice}; do sleep 0.05; done; exit 0;; esac; '
+              'exec sleep 600')
+
+
+def starts(tmp_path: Path, n: int) -> list:
+    return [len((tmp_path / f"starts.{r}").read_text().split()) for r in range(n)]
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("roles,victim,trainers,name,hub_rank", [
+    ("chief,worker,worker", 2, "0 1 2", "worker 1 (rank 2, node3)", 0),  # mwms: a worker
+    ("chief,worker,worker", 0, "0 1 2", "chief 0 (rank 0, node1)", 0),  # mwms: the chief (the hub's own command)
+    ("ps,chief,worker,worker", 0, "1", "ps 0 (rank 0, node1)", 1),  # pss: a ps (the coordinator restores)
+    ("ps,chief,worker,worker", 1, "1", "chief 0 (rank 1, node2)", 1),  # pss: the coordinator
+])
+def test_a_group_restart_ends_every_task_and_starts_it_again_in_place(tmp_path, roles, victim, trainers, name,
+                                                                      hub_rank):
+    n = len(roles.split(","))
+    body = GROUP_BODY.format(d=tmp_path, n=n, twice=2 * n, victim=victim, trainers=trainers)
+    codes = run_step(tmp_path, roles, body, "--max-restarts", "1",
+                     extra={"TF_SLURM_STATUS_FILE": str(tmp_path / "status.json"), "TF_SLURM_RESTART_BACKOFF": "0.2"})
+    hub = err(tmp_path, hub_rank)
+    assert codes == [0] * n, hub
+    assert starts(tmp_path, n) == [2] * n, hub
+    assert f"restarting every task of the step in 0.2 s: {name} exited with status 137 (signal 9)" in hub, hub
+    assert hub.count("restarting every task") == 1 and "restarts: " + str(n) in hub, hub
+    others = [r for r in range(n) if r not in (victim, hub_rank)]
+    for r in others:  # told to end for the group's restart, then started again
+        assert "restarts every task: ending this task's command" in err(tmp_path, r), err(tmp_path, r)
+        assert "command started again (restart 1 of this task)" in err(tmp_path, r), err(tmp_path, r)
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert [row[status["columns"].index("restarts")] for row in status["tasks"]] == [1] * n
+
+
+@pytest.mark.timeout(90)
+def test_a_tf1_chief_is_restarted_alone_while_the_workers_train_on(tmp_path):
+    # ps,worker,worker: worker 0 (rank 1) is the chief and the hub; only its own command starts again,
+    # worker 1 trains on until it does (4 starts in all), the ps serves
+    body = ('s={d}/starts.$SLURM_PROCID; n=$(cat $s 2>/dev/null | wc -l); echo x >> $s; '
+            'all() {{ [ $(cat {d}/starts.* | wc -l) -ge $1 ] && [ $(ls {d}/starts.* | wc -l) = 3 ]; }}; '
+            '[ $SLURM_PROCID = 0 ] && exec sleep 600; until all 3; do sleep 0.05; done; '
+            '[ $SLURM_PROCID = 1 ] && [ $n = 0 ] && kill -9 $$; until all 4; do sleep 0.05; done; exit 0'
+            ).format(d=tmp_path)
+    codes = run_step(tmp_path, "ps,worker,worker", body, "--max-restarts", "1",
+                     extra={"TF_SLURM_RESTART_BACKOFF": "0.2"})
+    hub = err(tmp_path, 1)
+    assert codes == [0, 0, 0], hub
+    assert starts(tmp_path, 3) == [1, 2, 1], hub
+    assert "restarting worker 0 (rank 1, node2) in place in 0.2 s: exited with status 137" in hub, hub
+    assert "the chief's command started again" in hub and "worker 0 (rank 1, node2) is running again" in hub, hub
+
+
+@pytest.mark.timeout(90)
+def test_a_task_that_fails_right_after_its_group_restart_is_a_crash_loop(tmp_path):
+    # under mwms worker 1 dies at every start: one group restart, then the crash loop ends the step
+    body = ('[ $SLURM_PROCID = 2 ] && {{ until [ -f {d}/up.0 ] && [ -f {d}/up.1 ]; do sleep 0.05; done; kill -9 $$; }}; '
+            'touch {d}/up.$SLURM_PROCID; exec sleep 600').format(d=tmp_path)
+    codes = run_step(tmp_path, "chief,worker,worker", body, "--max-restarts", "5",
+                     extra={"TF_SLURM_CRASH_WINDOW": "60", "TF_SLURM_RESTART_BACKOFF": "0.2"})
+    hub = err(tmp_path, 0)
+    assert codes == [137, 137, 137], hub
+    assert hub.count("restarting every task of the step") == 1, hub
+    assert "crash loop: worker 1 (rank 2, node3) failed again" in hub, hub

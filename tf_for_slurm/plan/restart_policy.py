@@ -5,28 +5,33 @@ loop) and per-strategy limits, and both the hub (which decides, through plan.ste
 spoke (which must know whether its failure may still be undone before it names it first) ask it.
 
 In place means the same rank, node, address and TF_CONFIG: the task's supervisor starts the same
-command again.  What can be restarted in place in this version:
-- ``pss``: a worker or an evaluator (ParameterServerStrategy's coordinator re-sends the failed
-  functions and waits for the worker to come back at its address); never the chief (the
-  coordinator) or a ps (their restart needs the coordinator's restore: not yet).
-- ``tf1``: a non-chief worker (MonitoredTrainingSession waits for the chief's model again).
-- ``mwms``: nothing (every worker takes part in every step: the whole group must restart, not yet).
+command again.  What restarts when a task fails, per strategy (`restart_scope`):
+- ``pss``: a worker or an evaluator alone (ParameterServerStrategy's coordinator re-sends the
+  failed functions and waits for the worker to come back at its address).  A ps or the chief (the
+  coordinator): every task (a ps's variables are lost and TensorFlow requires the coordinator to
+  restart and restore its checkpoint; the workers restart with it so nothing holds a stale session).
+- ``tf1``: a worker alone, the chief included (MonitoredTrainingSession waits for the chief's model
+  again; a restarted chief restores from its checkpoint dir); a ps: every task (its variables
+  are lost: the chief restores them from the last checkpoint).
+- ``mwms``: every task (each worker takes part in every step: the group restarts and resumes from
+  its checkpoint); an evaluator alone.
 
 Which exits are retried (like Kubeflow's ExitCode policy): ``signal`` (the default) retries a
 command killed by a signal or reporting one, status 128-255 (137 SIGKILL and the OOM killer, 139
 SIGSEGV, 143 SIGTERM); 1-127 are the program's own verdict and are not retried.  ``any`` retries
 every non-zero status.
 
-Bounds: at most `max_restarts` restarts in the step and `max_per_task` for one task; a task that
-fails again less than `crash_window` seconds after its command ran again is a crash loop, and the
-step ends at once.  Restart k of a task waits ``backoff * 2**(k-1)`` seconds, at most MAX_BACKOFF
-(1, 2, 4, 8, 16, 30, 30 ... with the default backoff of 1 s).
+Bounds: at most `max_restarts` restarts in the step (a group restart counts once) and
+`max_per_task` for one task (every time its command starts again, a group's restarts included); a
+task that fails again less than `crash_window` seconds after its command ran again is a crash
+loop, and the step ends at once.  Restart k of a task waits ``backoff * 2**(k-1)`` seconds, at
+most MAX_BACKOFF (1, 2, 4, 8, 16, 30, 30 ... with the default backoff of 1 s).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 RETRY_ON = ("signal", "any")
 MAX_BACKOFF = 30.0  # seconds: the longest wait before a restart
@@ -53,22 +58,28 @@ class Decision(NamedTuple):
     attempt: int = 0  # this task's restart number (1 = its first), when restarting
     delay: float = 0.0  # seconds to wait before starting the command again
     crash_loop: bool = False
+    group: bool = False  # every running task restarts, not this one alone
 
 
-def not_in_place(strategy: str, role: str, is_chief: bool) -> Optional[str]:
-    """None when a task of this role can be restarted in place under `strategy`, else why not."""
+TASK, GROUP = "task", "group"
+
+
+def restart_scope(strategy: str, role: str, is_chief: bool) -> Tuple[Optional[str], str]:
+    """What restarts when a task of this role fails under `strategy` (see the module's docstring):
+    (TASK or GROUP, why), or (None, why nothing can)."""
+    if role == "evaluator" and strategy in ("pss", "mwms"):
+        return TASK, "an evaluator only reads checkpoints"
     if strategy == "mwms":
-        return ("under mwms every task takes part in every step: the whole group must restart "
-                "(group restarts are not supported yet)")
-    if is_chief:
-        return "the chief is not restarted in place (it decides the step's end)"
-    if strategy == "pss" and role in ("worker", "evaluator"):
-        return None
-    if strategy == "tf1" and role == "worker":
-        return None
-    if role == "ps":
-        return f"a ps is not restarted in place under {strategy} (its variables are lost: not supported yet)"
-    return f"a {role} is not restarted in place under {strategy}"
+        return GROUP, "under mwms every worker takes part in every step: the group resumes from its checkpoint"
+    if strategy == "pss" and role == "worker" and not is_chief:
+        return TASK, "the coordinator re-sends its functions and waits for the worker at its address"
+    if strategy == "pss" and (role == "ps" or is_chief):
+        return GROUP, "the coordinator must restart and restore its checkpoint"
+    if strategy == "tf1" and (role in ("worker", "chief") or is_chief):
+        return TASK, "MonitoredTrainingSession restores or waits for the chief's model"
+    if strategy == "tf1" and role == "ps":
+        return GROUP, "a ps's variables are lost: the chief restores them from its checkpoint"
+    return None, f"a {role} is not restarted under {strategy}"
 
 
 def retryable(status: int, retry_on: str) -> bool:
@@ -86,7 +97,8 @@ def backoff_delay(policy: RestartPolicy, attempt: int) -> float:
 def could_restart(policy: RestartPolicy, strategy: str, role: str, is_chief: bool, status: int) -> bool:
     """True when a failure with `status` may be restarted, budgets aside (a spoke asks: may its
     failure still be undone?)."""
-    return policy.enabled and not_in_place(strategy, role, is_chief) is None and retryable(status, policy.retry_on)
+    return policy.enabled and restart_scope(strategy, role, is_chief)[0] is not None \
+        and retryable(status, policy.retry_on)
 
 
 def _why_status(status: int) -> str:
@@ -102,8 +114,8 @@ def decide(policy: RestartPolicy, *, name: str, strategy: str, role: str, is_chi
     restarted; 0 when it never got to run again)."""
     if not policy.enabled:
         return Decision(False, "restarts are off (max restarts 0)")
-    why = not_in_place(strategy, role, is_chief)
-    if why is not None:
+    scope, why = restart_scope(strategy, role, is_chief)
+    if scope is None:
         return Decision(False, why)
     if not retryable(status, policy.retry_on):
         return Decision(False, f"status {status} is not retried (restart on {policy.retry_on}: "
@@ -121,6 +133,9 @@ def decide(policy: RestartPolicy, *, name: str, strategy: str, role: str, is_chi
     attempt = task_restarts + 1
     delay = backoff_delay(policy, attempt)
     of = min(policy.max_per_task, task_restarts + policy.max_restarts - step_restarts)
-    return Decision(True, f"restarting {name} in place in {delay:g} s: exited with {_why_status(status)}; "
-                          f"attempt {attempt} of {of} (step: restart {step_restarts + 1} of {policy.max_restarts})",
+    budget = f"attempt {attempt} of {of} (step: restart {step_restarts + 1} of {policy.max_restarts})"
+    if scope == GROUP:
+        return Decision(True, f"restarting every task of the step in {delay:g} s: {name} exited with "
+                              f"{_why_status(status)} ({why}); {budget}", attempt, delay, group=True)
+    return Decision(True, f"restarting {name} in place in {delay:g} s: exited with {_why_status(status)}; {budget}",
                     attempt, delay)

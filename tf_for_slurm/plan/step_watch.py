@@ -12,7 +12,10 @@ Rules (see step_rules for who is chief, trainer or server):
   every other task is ended with that status (1 when the task could not say), the first failure's.
 - with a restart policy (plan.restart_policy), a task whose command failed may instead be
   restarted in place: a `Restart` action for its rank; it is not settled, its state is
-  'restarting' until its supervisor says its command runs again (`started`).
+  'restarting' until its supervisor says its command runs again (`started`).  Where the strategy
+  needs the whole group back (mwms; a pss ps or coordinator; a tf1 ps), a `Regroup` action tells
+  every other running task to end its command and start it again; their exits meanwhile are
+  expected, not failures.
 - a task that exits with a "checkpointed" status (42: TensorFlow's PreemptionCheckpointHandler
   after its agreed-step save) is a planned stop, not a failure: the other trainers get `drain`
   seconds to stop by themselves (they save the same step and exit 42 too); then every task is
@@ -49,7 +52,15 @@ class Restart(NamedTuple):
     reason: str
 
 
-Action = Union[End, Restart]
+class Regroup(NamedTuple):
+    """End these ranks' commands (they are not failing) and start them again `delay` seconds later."""
+
+    ranks: Tuple[int, ...]
+    delay: float
+    reason: str
+
+
+Action = Union[End, Restart, Regroup]
 
 
 class Failure(NamedTuple):
@@ -71,6 +82,8 @@ class StepWatch:
         self.restarts: Dict[int, int] = {}  # rank -> restarts decided for it
         self.restarting: Dict[int, float] = {}  # rank -> when its restart was decided (not running again yet)
         self.running_again: Dict[int, float] = {}  # rank -> when its command last ran again after a restart
+        self.regrouping: Dict[int, float] = {}  # rank -> the delay: told to restart with its group, not yet ended
+        self.step_restarts = 0  # restarts decided in the step (a group's counts once)
         self.ranks = tuple(ranks)
         self.names = dict(names)
         self.local_rank = local_rank
@@ -157,6 +170,8 @@ class StepWatch:
             return [End((rank,), self.told[rank])]
         if self.decided and rank not in self.settled:
             return self._end([rank], self.status)
+        if rank in self.regrouping:  # its group restarts: it could not hear it before
+            return [Regroup((rank,), self.regrouping[rank], "its group restarts")]
         return []
 
     def hear(self, rank: int, now: float) -> None:
@@ -167,6 +182,9 @@ class StepWatch:
         if rank in self.exited or rank in self.settled:
             return []
         why_not = ""
+        if rank in self.regrouping and rank not in self.told:  # ended for its group's restart: expected
+            delay = self.regrouping.pop(rank)
+            return [Restart(rank, self.restarts.get(rank, 0), delay, "its group restarts")]
         if status != 0 and rank in self.restarting:  # it could not start again, or was stopped while waiting
             why_not = (f"{self.name(rank)} exited with status {status} before its command ran again "
                        f"(restart {self.restarts.get(rank, 0)})")
@@ -174,12 +192,7 @@ class StepWatch:
               and self.policy.enabled):
             decision = self._decide_restart(rank, status, now)
             if decision.restart:
-                self.restarts[rank] = decision.attempt
-                self.restarting[rank] = now
-                self.running_again.pop(rank, None)
-                self.changes += 1
-                self._note(logging.WARNING, decision.reason)
-                return [Restart(rank, decision.attempt, decision.delay, decision.reason)]
+                return self._restart(rank, decision, now)
             self.restarting.pop(rank, None)
             why_not = decision.reason if decision.crash_loop else f"{self.name(rank)} exited with status {status}; " \
                                                                   f"not restarted: {decision.reason}"
@@ -240,16 +253,33 @@ class StepWatch:
         self._note(logging.INFO, f"every training task has stopped: ending the step with status {status}")
         return self._end(self.ranks, status)
 
+    def _restart(self, rank: int, decision: Decision, now: float) -> List[Action]:
+        """Restart `rank` (and, for a group restart, every other task still running) in place."""
+        self.step_restarts += 1
+        group = tuple(r for r in self.ranks if r != rank and r not in self.settled and r not in self.told
+                      and r not in self.restarting) if decision.group else ()
+        for r in (rank, *group):
+            self.restarts[r] = self.restarts.get(r, 0) + 1
+            self.restarting[r] = now
+            self.running_again.pop(r, None)
+        self.regrouping.update((r, decision.delay) for r in group)
+        self.changes += 1
+        self._note(logging.WARNING, decision.reason)
+        actions: List[Action] = [Restart(rank, self.restarts[rank], decision.delay, decision.reason)]
+        return actions + [Regroup(group, decision.delay, decision.reason)] if group else actions
+
     def _decide_restart(self, rank: int, status: int, now: float) -> Decision:
         since = now - self.running_again[rank] if rank in self.running_again else None
         return decide(self.policy, name=self.name(rank), strategy=self.roles.strategy,
                       role=self.role_of.get(rank, "?"), is_chief=rank == self.roles.chief_rank, status=status,
-                      step_restarts=sum(self.restarts.values()), task_restarts=self.restarts.get(rank, 0),
+                      step_restarts=self.step_restarts, task_restarts=self.restarts.get(rank, 0),
                       since_restart=since)
 
     def started(self, rank: int, now: float) -> None:
         """A restarted task's supervisor started its command again."""
-        self.heard[rank] = now
+        if rank != self.local_rank:  # the hub's own task is never silent
+            self.heard[rank] = now
+        self.regrouping.pop(rank, None)
         if rank in self.restarting:
             took = now - self.restarting.pop(rank)
             self.running_again[rank] = now
@@ -257,9 +287,13 @@ class StepWatch:
             self._note(logging.INFO, f"{self.name(rank)} is running again, {took:.1f} s after its failure "
                                      f"(restart {self.restarts.get(rank, 0)})")
 
-    @property
-    def restart_count(self) -> int:
-        return sum(self.restarts.values())
+    def stop_restarts(self, why: str) -> None:
+        """The step is being stopped (scancel, srun): no restart from now on; a task waiting for one
+        fails when its supervisor reports its exit."""
+        if self.policy.enabled:
+            self._note(logging.WARNING, f"no more restarts in this step: {why}")
+        self.policy = RestartPolicy()
+        self.regrouping.clear()
 
     def bye(self, rank: int) -> None:
         """A task told to end has ended its command."""

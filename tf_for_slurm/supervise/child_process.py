@@ -147,6 +147,9 @@ def start_command(argv: Sequence[str], env: Mapping[str, str], wake: Wake) -> Op
         return None
 
 
+STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # the step is being stopped: restart nothing
+
+
 class ForwardSignals:
     """While active, signals sent to us go to the command's process group (main thread only)."""
 
@@ -161,6 +164,11 @@ class ForwardSignals:
             for signo in FORWARDED:
                 self._previous[signo] = signal.signal(signo, self._handle)
         return self
+
+    def stop_since(self, seen: int) -> Optional[int]:
+        """The first stopping signal (STOPPING: scancel, srun, Ctrl-C) among those received after the
+        first `seen`, else None: a command ended by one is not restarted."""
+        return next((s for s in self.received[seen:] if s in STOPPING), None)
 
     def _handle(self, signo: int, _frame: object) -> None:
         self.received.append(signo)

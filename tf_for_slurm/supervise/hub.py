@@ -21,7 +21,7 @@ from tf_for_slurm.host import settings
 from tf_for_slurm.plan.cluster import ClusterPlan
 from tf_for_slurm.plan.restart_policy import RestartPolicy
 from tf_for_slurm.plan.step_status import snapshot, summary_lines
-from tf_for_slurm.plan.step_watch import Action, End, Restart, StepWatch
+from tf_for_slurm.plan.step_watch import Action, Regroup, Restart, StepWatch
 from tf_for_slurm.plan.strategy import StepRoles
 from tf_for_slurm.supervise.child_process import LOGGER, SUMMARY_LOGGER, Child, ForwardSignals, Wake, start_command
 from tf_for_slurm.supervise.status_file import StatusFile
@@ -72,6 +72,12 @@ class Hub:
         self.watch: Optional[StepWatch] = None
         self.heartbeat = heartbeat_interval(plan.size, timing)
         self.status = StatusFile(status_file) if status_file else None
+        # the chief's own restarts: its command starts again at restart_at; regroup: the delay once
+        # the command, ended for its group's restart, has exited
+        self.restart_at: Optional[float] = None
+        self.regroup: Optional[float] = None
+        self.stopping = False  # a stopping signal reached this supervisor: nothing restarts any more
+        self.sigs: Optional[ForwardSignals] = None
 
     def run(self) -> int:
         """Supervise the step until it is over; the status this task (and the step) ends with."""
@@ -98,6 +104,7 @@ class Hub:
                     self._apply(watch.exit(my_rank, 127, time.monotonic()))
                     child_reported = True
                 sigs.child = self.child = child
+                self.sigs = sigs
                 next_tick = 0.0
                 while True:
                     now = time.monotonic()
@@ -116,14 +123,23 @@ class Hub:
                         else:
                             self._serve(conn, sel, watch)
                     now = time.monotonic()
+                    if not self.stopping and sigs.stop_since(0) is not None:
+                        self._stop_restarts(watch, child, sigs.stop_since(0), now)
                     if child is not None and child.status is not None and not child_reported:
                         child_reported = True
-                        if child.ending:
+                        if self.regroup is not None:  # ended for its group's restart
+                            self.restart_at, self.regroup = now + self.regroup, None
+                        elif child.ending and my_rank in watch.told:
                             watch.bye(my_rank)
                         else:
-                            if child.status != 0:
+                            if child.status != 0 and not self.policy.enabled:
                                 note_failure(self.launch_report, my_rank, child.status)
                             self._apply(watch.exit(my_rank, child.status, now))
+                    if self.restart_at is not None and now >= self.restart_at:
+                        child = self._start_again(child, wake, now)
+                        child_reported = child is None
+                        if child is None:
+                            self._apply(watch.exit(my_rank, 127, now))
                     if now >= next_tick:
                         self._apply(watch.tick(now))
                         next_tick = now + 0.5
@@ -161,7 +177,34 @@ class Hub:
     def _kill_time(self, child: Optional[Child], now: float) -> float:
         if child is not None and child.status is None and child.kill_at is not None:
             return child.kill_at
+        if self.restart_at is not None:
+            return min(self.restart_at, now + 0.5)
         return now + 0.5
+
+    def _stop_restarts(self, watch: StepWatch, child: Optional[Child], signo: Optional[int], now: float) -> None:
+        """scancel, srun or Ctrl-C is stopping the step: no restart from now on; a restart of the
+        chief's own command that was due is not made, and its failure stands."""
+        self.stopping = True
+        watch.stop_restarts(f"signal {signo} reached the chief's supervisor")
+        if self.restart_at is not None or self.regroup is not None:
+            self.restart_at = self.regroup = None
+            if child is not None and child.status is not None:
+                self._apply(watch.exit(self.rank, child.status, now))
+
+    def _start_again(self, old: Optional[Child], wake: Wake, now: float) -> Optional[Child]:
+        """The chief's own command, again (its restart, or its group's): same command and environment,
+        once the old one's leftovers are gone."""
+        if old is not None:
+            old.reap_group()
+        self.restart_at = None
+        child = start_command(self.argv, self.env, wake)
+        self.child = child
+        if self.sigs is not None:
+            self.sigs.child = child
+        if child is not None and self.watch is not None:
+            log.warning("the chief's command started again")
+            self.watch.started(self.rank, now)
+        return child
 
     def _log(self, watch: StepWatch, my_rank: int) -> None:
         for level, message in watch.take_notes():
@@ -281,20 +324,32 @@ class Hub:
     def _apply(self, actions: List[Action]) -> None:
         watch = self.watch
         failure = watch.failure if watch is not None else None
-        if watch is not None and failure is not None and not self._failure_noted and failure.rank != self.rank \
+        if watch is not None and failure is not None and not self._failure_noted \
+                and (failure.rank != self.rank or self.policy.enabled) \
                 and (failure.rank not in watch.exited or self.policy.enabled):
             # before anyone hears of it (a spoke whose failure could have been restarted left it to us)
             self._failure_noted = True
             note_failure(self.launch_report, failure.rank, failure.status)
         for action in actions:
-            if not isinstance(action, End):  # Restart: answered on the task's own connection (_serve)
+            if isinstance(action, Restart):  # another task's: answered on its own connection (_serve)
+                if action.rank == self.rank:
+                    self.restart_at = time.monotonic() + action.delay
+                continue
+            if isinstance(action, Regroup):
+                for rank in action.ranks:
+                    if rank == self.rank:
+                        self.regroup = action.delay
+                        if self.child is not None:
+                            self.child.end(self.timing.kill_grace)
+                    elif rank in self.conns:
+                        self.conns[rank].send(f"regroup {action.delay:g}")
                 continue
             for rank in action.ranks:
                 if rank == self.plan.my_rank:
+                    self.restart_at = self.regroup = None  # the step ends: no restart of our own
                     if self.child is not None:
                         self.child.end(self.timing.kill_grace)
                     continue
                 conn = self.conns.get(rank)
                 if conn is not None:
                     conn.send(f"end {action.status} {self._reason(action.status)}")
-

@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import logging
 import selectors
-import signal
 import socket
 import time
 from typing import Mapping, Optional, Sequence
@@ -30,7 +29,6 @@ from tf_for_slurm.supervise.wire import Conn, Timing, keepalive, note_failure
 
 log = logging.getLogger(LOGGER)
 
-STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # received while waiting to restart: no restart
 
 
 class Spoke:
@@ -70,9 +68,10 @@ class Spoke:
         self.restart_at: Optional[float] = None
         self.restarts = 0
         self.failed_at = 0.0
-        self.signals_seen = 0  # signals received when the restart was said
+        self.signals_seen = 0  # signals received before the command last started (a later stop: no restart)
         self.sigs: Optional[ForwardSignals] = None  # the signals this supervisor received (set in run)
         self.stopped: Optional[int] = None  # 128+signal: stopped while waiting to restart
+        self.regroup: Optional[float] = None  # the hub said `regroup DELAY`: the command ends, then starts again
 
     def run(self) -> int:
         """Run the command until it ends; the status this task ends with, once the hub knows it."""
@@ -92,11 +91,14 @@ class Spoke:
                 while True:
                     now = time.monotonic()
                     status = 127 if child is None else child.status
-                    stop = [s for s in sigs.received[self.signals_seen:] if s in STOPPING]
-                    if self.restart_at is not None and stop:
+                    stop = sigs.stop_since(self.signals_seen)
+                    if (self.restart_at is not None or self.regroup is not None) and stop is not None:
                         # stopped (scancel, srun) while waiting: the signal is the command's answer
-                        log.warning("signal %d while waiting to restart the command: not restarting it", stop[0])
-                        self.restart_at, self.stopped = None, 128 + stop[0]
+                        log.warning("signal %d while waiting to restart the command: not restarting it", stop)
+                        self.restart_at = self.regroup = None
+                        self.stopped = 128 + stop if status is not None else None
+                    if status is not None and self.regroup is not None:  # ended for its group's restart
+                        self.restart_at, self.regroup, self.failed_at = now + self.regroup, None, now
                     if self.stopped is not None:
                         status = self.stopped
                     if status is not None and self.restart_at is not None and now >= self.restart_at:
@@ -164,6 +166,7 @@ class Spoke:
         self.restart_at = None
         self.restarts += 1
         self.sent = self.acked = self.noted = False
+        self.signals_seen = len(self.sigs.received) if self.sigs is not None else 0
         child = start_command(self.argv, self.env, wake)
         if child is not None:
             log.warning("command started again (restart %d of this task), %.1f s after it failed", self.restarts,
@@ -300,7 +303,7 @@ class Spoke:
                         pass
             elif len(parts) >= 2 and parts[0] == "end" and parts[1].lstrip("-").isdigit():
                 if self.told is None and not self.lost:
-                    self.restart_at = None  # told to end while waiting to restart: the old status is reported
+                    self.restart_at = self.regroup = None  # told to end while waiting: the old status is reported
                     self.told = int(parts[1])
                     why = line.split(None, 2)[2] if len(parts) > 2 else ""
                     log.log(logging.INFO if self.told == 0 else logging.ERROR,
@@ -318,8 +321,20 @@ class Spoke:
                 if self.told is None and not self.lost:
                     log.warning("%s restarts this task's command in %g s", self.hub_name, delay)
                     self.restart_at = time.monotonic() + delay
-                    self.signals_seen = len(self.sigs.received) if self.sigs is not None else 0
                     self.sent = False  # the answer came: a new report is due when the next command ends
+            elif len(parts) == 2 and parts[0] == "regroup":
+                try:
+                    delay = min(max(float(parts[1]), 0.0), 3600.0)
+                except ValueError:
+                    log.warning("ignored a malformed message %r from %s", line[:80], self.hub_name)
+                    continue
+                # not when its own exit is on its way: the hub answers that one with `restart`
+                if self.told is None and not self.lost and not self.sent and self.restart_at is None:
+                    log.warning("%s restarts every task: ending this task's command, to start it again %g s "
+                                "after it ends", self.hub_name, delay)
+                    self.regroup = delay
+                    if child is not None and child.status is None:
+                        child.end(self.timing.kill_grace)
             elif parts[:1] == ["error"]:
                 log.error("%s refused this task: %s", self.hub_name, " ".join(parts[1:]))
                 self._lose(sel, child, "refused")

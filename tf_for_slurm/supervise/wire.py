@@ -4,7 +4,9 @@ Wire protocol, one ASCII line per message:
   spoke -> hub: ``hello <rank> <job>.<step>``, ``hb``, ``exit <status>``, ``bye <status>``, ``started``
                 (its command runs again after a restart)
   hub -> spoke: ``ok <heartbeat seconds>``, ``error <reason>``, ``end <status> <why>``, ``ack`` (for exit/bye),
-                ``restart <delay seconds>`` (instead of ``ack`` for an exit: start the command again in place)
+                ``restart <delay seconds>`` (instead of ``ack`` for an exit: start the command again in place),
+                ``regroup <delay seconds>`` (its group restarts: end the command, start it again that long after
+                it ended, no exit report)
 
 Why a module of its own: both ends must agree on these; the hub (hub.py) and the spokes
 (spoke.py) each keep only their side of the conversation.
