@@ -14,14 +14,16 @@ BENCH = ROOT / "bench" / "bench_liveness.py"
 
 @pytest.mark.timeout(120)
 def test_bench_liveness_tiny(tmp_path):
-    # the hub ends the chief's `sleep` at once; it waits its end grace (kill grace + 2 s) for the
-    # unreachable task in each of its two runs: the smallest kill grace keeps that short
-    env = {**os.environ, "TF_SLURM_HEARTBEAT": "0.2", "TF_SLURM_SILENCE": "1", "TF_SLURM_KILL_GRACE": "0.1",
+    # the hub ends the chief's `sleep` at once; it waits its end grace (kill grace + min(2 s, silence))
+    # for the unreachable task in each of its two runs: a small kill grace and silence keep that short.
+    # Silence 0.6 s is still 6 heartbeats of 0.1 s (3 of 0.2 s in the 201-task reports step, where the
+    # hub asks for one per tasks/1000 s): a simulator would have to stall 0.4 s to look dead
+    env = {**os.environ, "TF_SLURM_HEARTBEAT": "0.1", "TF_SLURM_SILENCE": "0.6", "TF_SLURM_KILL_GRACE": "0.1",
            "PYTHONPATH": str(ROOT)}
     figures = tmp_path / "figures.json"
-    proc = subprocess.run([sys.executable, str(BENCH), "--sizes", "20", "--reports", "200", "--wait", "0.5",
+    proc = subprocess.run([sys.executable, str(BENCH), "--sizes", "20", "--reports", "200", "--wait", "0.3",
                            "--unreachable", "0.1", "--sims", "2", "--report-sims", "2", "--report-timeout", "20",
-                           "--settle", "0.2",
+                           "--settle", "0.1",
                            "--json", str(figures)],
                           env=env, capture_output=True, text=True, timeout=110)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -37,7 +39,7 @@ def test_bench_liveness_tiny(tmp_path):
     assert size["connects_per_s"] == 0  # nobody reconnects while waiting
     assert size["killed"]["ok"] and size["killed"]["first"] < 5  # every other task told `end 1`
     assert size["killed"]["status"] == ["1"]
-    assert size["silent"]["ok"] and size["silent"]["first"] < 5  # silence 1 s: noticed by the 0.5 s tick
+    assert size["silent"]["ok"] and size["silent"]["first"] < 5  # silence 0.6 s: noticed by the 0.5 s tick
     for case in ("killed", "silent"):  # the chief's own task ends too: the hub exits with the failure
         assert size[case]["hub_exit"] is not None and size[case]["hub_exit"][0] == 1, size[case]
     for rep in data["reports"]:
