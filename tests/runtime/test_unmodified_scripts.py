@@ -259,3 +259,39 @@ def test_a_killed_pss_worker_is_restarted_in_place_and_the_coordinator_finishes(
     assert proc.returncode == 0, out[-4000:]
     assert "restarting worker 1 (rank 3, node1) in place" in out and "exited with status 137" in out, out[-4000:]
     assert "coordinator done" in out and "restarts: 1" in out, out[-4000:]
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_mwms_worker_restarts_the_group_and_fit_resumes_from_its_backup(tmp_path):
+    """MultiWorkerMirroredStrategy cannot go on without a worker: with restarts on, the whole group
+    is ended and started again in place, and the tutorial's `BackupAndRestore` resumes `fit` at the
+    epoch its backup holds (not at 0).  Paced (0.1 s a batch): the kill lands mid-training on any machine."""
+    log = tmp_path / "log"
+    argv = [PY, "-m", "tf_for_slurm", "local", "-n", "2", "--tasks", "worker,worker", "--",
+            PY, str(SCRIPTS / "tf2_mwms_backup.py"), "--backup-dir", str(tmp_path / "backup"), "--epochs", "8",
+            "--steps-per-epoch", "10", "--pace", "0.1"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                env={**ENV, "TF_SLURM_MAX_RESTARTS": "2", "TF_SLURM_LOG_LEVEL": "INFO"})
+        try:
+            wait_for_line(log, "worker 1 epoch 2 at", proc, timeout=150)  # epochs 0 and 1 are backed up
+            pids = command_pids("tf2_mwms_backup.py", 1)
+            assert pids, "no process of rank 1"
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            killed = time.time()
+            proc.wait(timeout=200)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    out = log.read_text(errors="replace")
+    assert proc.returncode == 0, out[-4000:]
+    assert "restarting every task of the step" in out and "worker 1 (rank 1, node1) exited with status 137" in out, \
+        out[-4000:]
+    after = out[out.index("restarting every task of the step"):]
+    resumed = re.findall(r"worker 0 epoch (\d+) at ([0-9.]+)", after)
+    assert resumed and int(resumed[0][0]) >= 2, after[-4000:]  # from the backup, not from epoch 0
+    assert len(done_times(after, "worker 0")) == 1 and len(done_times(after, "worker 1")) == 1, after[-4000:]
+    print(f"group back to training (worker 0 at epoch {resumed[0][0]}) {float(resumed[0][1]) - killed:.1f} s "
+          "after the SIGKILL")
