@@ -124,7 +124,7 @@ def test_tf1_style_ps_that_never_exits_is_ended_right_after_the_last_worker(tmp_
     marker = f"m{uuid.uuid4().hex}"
     body = ('if [ "$TF_SLURM_JOB_TYPE" = ps ]; then exec sleep 600; fi; '
             f'date +%s.%N > {tmp_path}/start.$TF_SLURM_TASK_INDEX; '
-            f'sleep 0.$((5 + 4 * TF_SLURM_TASK_INDEX)); date +%s.%N > {tmp_path}/done.$TF_SLURM_TASK_INDEX')
+            f'sleep 0.$((2 + 3 * TF_SLURM_TASK_INDEX)); date +%s.%N > {tmp_path}/done.$TF_SLURM_TASK_INDEX')
     r = local("-n", "3", "--", *script(body, marker))
     ended = time.time()
     assert r.returncode == 0, r.stderr
@@ -149,7 +149,7 @@ def test_pss_style_servers_are_ended_within_2s_of_the_coordinator(tmp_path):
 
 def test_mwms_style_all_workers_finish(tmp_path):
     marker = f"m{uuid.uuid4().hex}"
-    r = local("-n", "3", "--ps", "0", "--", *script('sleep 0.5; echo "$TF_CONFIG"', marker))
+    r = local("-n", "3", "--ps", "0", "--", *script('sleep 0.2; echo "$TF_CONFIG"', marker))
     assert r.returncode == 0, r.stderr
     assert r.stdout.count('"task":{"type":"worker"') == 3
 
@@ -204,8 +204,9 @@ def test_a_killed_supervisor_is_noticed_at_once(tmp_path):
 
 def test_a_silent_supervisor_is_taken_for_a_dead_node(tmp_path):
     marker = f"m{uuid.uuid4().hex}"
-    env = {"TF_SLURM_HEARTBEAT": "0.25", "TF_SLURM_SILENCE": "1.25"}  # 5 beats a silence: a busy machine is no silence
-    proc, err_file = start_established(tmp_path, 3, "-n", "3", "--kill-grace", "0.5", "--",
+    # 5 beats a silence: a busy machine is no silence (noticed on the hub's 0.5 s tick)
+    env = {"TF_SLURM_HEARTBEAT": "0.15", "TF_SLURM_SILENCE": "0.75"}
+    proc, err_file = start_established(tmp_path, 3, "-n", "3", "--kill-grace", "0.25", "--",
                                        *script(PID_BODY.format(tmp_path), marker), env=env)
     stopped = []
 
@@ -222,7 +223,7 @@ def test_a_silent_supervisor_is_taken_for_a_dead_node(tmp_path):
             except ProcessLookupError:
                 pass
     assert proc.returncode != 0
-    # silence 1.25 s, then the stopped process cannot act on SIGTERM: the launcher's kill grace (0.5 s)
+    # silence 0.75 s, then the stopped process cannot act on SIGTERM: the launcher's kill grace (0.25 s)
     assert took < 6, took
     err = err_file.read_text()
     assert "no word from the supervisor of ps 0" in err, err
@@ -235,14 +236,15 @@ def test_a_silent_supervisor_is_taken_for_a_dead_node(tmp_path):
 
 def test_drain_period_ends_a_late_tf1_worker_with_one_warning_and_status_0(tmp_path):
     marker = f"m{uuid.uuid4().hex}"
+    # the chief finishes once every supervisor joined (GO); the drain (0.5 s) counts from its end
     body = ('case "$TF_SLURM_JOB_TYPE$TF_SLURM_TASK_INDEX" in ps0) exec sleep 600;; '
-            f'worker0) sleep 0.5; date +%s.%N > {tmp_path}/chief_done; exit 0;; esac; exec sleep 600')
-    r = local("-n", "3", "--", *script(body, marker), env={"TF_SLURM_DRAIN": "1"})
-    took = time.time() - float((tmp_path / "chief_done").read_text())  # the drain counts from the chief's end
-    assert r.returncode == 0, r.stderr
-    assert 1 <= took < 7, took
-    warnings = [line for line in r.stderr.splitlines() if "WARNING" in line and "still running" in line]
-    assert len(warnings) == 1 and "worker 1 (rank 2, node1) still running 1 s after the chief finished" in warnings[0]
+            f'worker0) {GO.format(tmp_path)}date +%s.%N > {tmp_path}/chief_done; exit 0;; esac; exec sleep 600')
+    rc, err = run_established(tmp_path, 3, "-n", "3", "--", *script(body, marker), env={"TF_SLURM_DRAIN": "0.5"})
+    took = time.time() - float((tmp_path / "chief_done").read_text())
+    assert rc == 0, err
+    assert 0.5 <= took < 7, took
+    warnings = [line for line in err.splitlines() if "WARNING" in line and "still running" in line]
+    assert len(warnings) == 1 and "worker 1 (rank 2, node1) still running 0.5 s after the chief finished" in warnings[0]
     assert leftovers(marker) == []
 
 
