@@ -308,3 +308,44 @@ def test_a_killed_mwms_worker_restarts_the_group_and_fit_resumes_from_its_backup
 def test_under_srun_a_killed_mwms_worker_restarts_the_group_with_exec_max_restarts(slurm_cluster, tmp_path):
     mwms_backup_step(["srun", "-N2", "-n2", "--mpi=none", "-l", PY, "-m", "tf_for_slurm", "exec",
                       "--ps", "0", "--max-restarts", "2"], tmp_path, {**slurm_cluster.env, "PYTHONPATH": str(ROOT)})
+
+
+def checkpoint_step(model_dir: Path) -> int:
+    """The global step of the latest checkpoint MonitoredTrainingSession wrote (its `checkpoint` file)."""
+    text = (model_dir / "checkpoint").read_text()
+    return int(re.search(r'model_checkpoint_path: ".*-(\d+)"', text).group(1))
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("victim,what", [
+    (1, "restarting worker 0 (rank 1, node1) in place in 1 s: exited with status 137"),  # the chief, alone
+    (0, "restarting every task of the step in 1 s: ps 0 (rank 0, node1) exited with status 137"),  # the group
+])
+def test_tf1_a_killed_task_is_restarted_and_training_reaches_its_last_step(tmp_path, victim, what):
+    """The seed-style TF1 script with MonitoredTrainingSession's checkpoint_dir: the chief restarts
+    alone and restores; a ps's failure restarts everyone and the chief restores the variables from the
+    checkpoint.  The step ends 0 with the final checkpoint at the last step.  Paced: 300 steps of at
+    least 0.02 s, the kill lands mid-training on any machine."""
+    model = tmp_path / "model"
+    argv = local_argv("tf1", ["tf1_ps_worker.py", "--steps", "300", "--checkpoint-dir", str(model),
+                              "--pace", "0.02"], tmp_path)
+    log = tmp_path / "log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                env={**ENV, "TF_SLURM_MAX_RESTARTS": "2", "TF_SLURM_LOG_LEVEL": "INFO"})
+        try:
+            wait_for_line(log, "worker 1 training from step", proc, timeout=150)
+            wait_for_line(log, "worker 0 training from step", proc, timeout=150)
+            pids = command_pids("tf1_ps_worker.py", victim)
+            assert pids, f"no process of rank {victim}"
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            proc.wait(timeout=200)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    out = log.read_text(errors="replace")
+    assert proc.returncode == 0, out[-4000:]
+    assert what in out, out[-4000:]
+    assert checkpoint_step(model) >= 300, out[-3000:]

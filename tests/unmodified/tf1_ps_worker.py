@@ -2,9 +2,12 @@
 it (ported to tf.compat.v1 only): TF_CONFIG in, a ps that join()s forever, no device filters, no
 barrier.  Nothing here knows about tf_for_slurm.
 
-    python tf1_ps_worker.py [--steps N] [--slow-task worker:1 --slow-seconds S]
+    python tf1_ps_worker.py [--steps N] [--slow-task worker:1 --slow-seconds S] [--checkpoint-dir D]
+                            [--pace SECONDS]
 
 --slow-task stands for a slow node: that task loads its data S seconds later than the others.
+--checkpoint-dir is MonitoredTrainingSession's (the chief saves there and restores from it).
+--pace sleeps that long after each step (a test's pacing: training lasts at least steps * pace).
 """
 
 import argparse
@@ -18,6 +21,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=300)
 parser.add_argument("--slow-task", default="")
 parser.add_argument("--slow-seconds", type=float, default=0.0)
+parser.add_argument("--checkpoint-dir", default=None)
+parser.add_argument("--pace", type=float, default=0.0)
 args = parser.parse_args()
 
 config = json.loads(os.environ["TF_CONFIG"])
@@ -41,9 +46,11 @@ if args.slow_task == f"{job}:{index}":
     time.sleep(args.slow_seconds)  # a slow node: its data arrives late
 print(f"{job} {index} opens its session at {time.time():.3f}", flush=True)
 with v1.train.MonitoredTrainingSession(master=server.target, is_chief=(index == 0),
+                                       checkpoint_dir=args.checkpoint_dir,
                                        hooks=[v1.train.StopAtStepHook(last_step=args.steps)]) as sess:
-    print(f"{job} {index} training", flush=True)
+    print(f"{job} {index} training from step {sess.run(global_step)}", flush=True)
     value = None
     while not sess.should_stop():
         _, value = sess.run([train_op, loss])
+        time.sleep(args.pace)
 print(f"{job} {index} done at {time.time():.3f} (loss {value})", flush=True)
