@@ -31,9 +31,10 @@ sys.exit(int(os.environ.get("FAIL_" + role.upper() + index, "0")))
 """
 
 
-def cli(*args, env=None, timeout=60):
-    return subprocess.run([PY, "-m", "tf_for_slurm", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+def cli(runs, *args, env, timeout=60):
+    """`python -m tf_for_slurm ARGS`, forked from the cli_runs server (tests/cli_runs.py): the views
+    run as they do from a fresh interpreter, without paying its start-up each time."""
+    return runs.run(list(args), env, timeout=timeout)
 
 
 @pytest.fixture
@@ -67,13 +68,13 @@ def wait_status(path: Path, cond, timeout=30.0):
 
 
 @pytest.mark.timeout(90)
-def test_status_during_the_run_and_after_a_clean_end(tmp_path, no_slurm):
+def test_status_during_the_run_and_after_a_clean_end(tmp_path, no_slurm, cli_runs):
     gate = tmp_path / "gate"
     proc = start_local(no_slurm, gate, "4242")
     try:
         folder = tmp_path / "jobs" / "4242"
         wait_status(folder / "status.json", lambda d: d["counts"] == {"running": 3})
-        live = cli("status", "4242", "--json", env=no_slurm)  # by job id, under TF_SLURM_JOBS_ROOT
+        live = cli(cli_runs, "status", "4242", "--json", env=no_slurm)  # by job id, under TF_SLURM_JOBS_ROOT
         assert live.returncode == 0, live.stderr
         view = json.loads(live.stdout)
         assert view["slurm"] is None and view["job"] == "4242"
@@ -81,14 +82,14 @@ def test_status_during_the_run_and_after_a_clean_end(tmp_path, no_slurm):
         assert (step["state"], step["strategy"], step["chief"]) == ("running", "tf1", 1)
         assert [(t["role"], t["index"], t["node"], t["state"]) for t in step["tasks"]] == [
             ("ps", 0, "node1", "running"), ("worker", 0, "node2", "running"), ("worker", 1, "node3", "running")]
-        table = cli("status", str(folder), env=no_slurm)
+        table = cli(cli_runs, "status", str(folder), env=no_slurm)
         assert "step 4242.0: tf1, running (3 running)" in table.stdout
     finally:
         gate.write_text("")
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "tf-slurm local: job 4242: `tf-slurm status" in err
-    after = cli("status", str(folder), env=no_slurm)
+    after = cli(cli_runs, "status", str(folder), env=no_slurm)
     assert after.returncode == 0, after.stderr
     rows = [line.split() for line in after.stdout.splitlines() if line[:3].strip().isdigit() or line.startswith("*")]
     assert [r[-7:-1] for r in rows] == [["ps", "0", "node1", "ended", "0", "0"],
@@ -99,16 +100,16 @@ def test_status_during_the_run_and_after_a_clean_end(tmp_path, no_slurm):
 
 
 @pytest.mark.timeout(90)
-def test_a_failed_worker_is_the_first_failure(tmp_path, no_slurm):
+def test_a_failed_worker_is_the_first_failure(tmp_path, no_slurm, cli_runs):
     gate = tmp_path / "gate"
     gate.write_text("")
     proc = start_local(no_slurm, gate, "4343", {"FAIL_WORKER1": "3"})
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err
-    res = cli("status", "4343", env=no_slurm)
+    res = cli(cli_runs, "status", "4343", env=no_slurm)
     assert res.returncode == 0, res.stderr
     assert "first failure: worker 1 (rank 2, node3): worker 1 (rank 2, node3) exited with status 3" in res.stdout
-    view = json.loads(cli("status", "4343", "--json", env=no_slurm).stdout)
+    view = json.loads(cli(cli_runs, "status", "4343", "--json", env=no_slurm).stdout)
     assert view["step"]["status"] == 3 and view["step"]["state"] == "ended"
     assert {t["rank"]: t["state"] for t in view["step"]["tasks"]}[2] == "exited"
 
@@ -128,7 +129,7 @@ def test_status_shows_slurm_and_the_checkpoint_against_the_target(tmp_path):
     assert "no step status yet" in text
 
 
-def test_logs_of_a_role_a_task_and_the_batch_log(tmp_path, no_slurm):
+def test_logs_of_a_role_a_task_and_the_batch_log(tmp_path, no_slurm, cli_runs):
     folder = tmp_path / "77"
     folder.mkdir()
     # a step whose hub stopped writing long ago (killed): --follow must not wait for it
@@ -138,14 +139,14 @@ def test_logs_of_a_role_a_task_and_the_batch_log(tmp_path, no_slurm):
     for rank in range(3):
         (folder / f"task-{rank}.out").write_text("".join(f"task {rank} line {i}\n" for i in range(30)))
     (folder / "job.out").write_text("batch line\n")
-    res = cli("logs", str(folder), "--role", "ps", "-n", "2", env=no_slurm)
+    res = cli(cli_runs, "logs", str(folder), "--role", "ps", "-n", "2", env=no_slurm)
     assert (res.returncode, res.stdout) == (0, "task 0 line 28\ntask 0 line 29\n"), res.stderr
-    res = cli("logs", str(folder), "--role", "worker", "-n", "1", env=no_slurm)
+    res = cli(cli_runs, "logs", str(folder), "--role", "worker", "-n", "1", env=no_slurm)
     assert res.stdout == (f"==> {folder}/task-1.out <==\ntask 1 line 29\n==> {folder}/task-2.out <==\n"
                           "task 2 line 29\n")
-    assert cli("logs", str(folder), "--task", "2", "-n", "0", env=no_slurm).stdout.count("\n") == 30
-    assert cli("logs", str(folder), env=no_slurm).stdout == "batch line\n"
-    res = cli("logs", str(folder), "--role", "worker", "--index", "1", "--follow", env=no_slurm, timeout=30)
+    assert cli(cli_runs, "logs", str(folder), "--task", "2", "-n", "0", env=no_slurm).stdout.count("\n") == 30
+    assert cli(cli_runs, "logs", str(folder), env=no_slurm).stdout == "batch line\n"
+    res = cli(cli_runs, "logs", str(folder), "--role", "worker", "--index", "1", "--follow", env=no_slurm, timeout=30)
     assert res.returncode == 0 and res.stdout.endswith("task 2 line 29\n")  # the job is over: follow ends
 
 
@@ -159,6 +160,6 @@ def test_logs_of_a_role_a_task_and_the_batch_log(tmp_path, no_slurm):
     (["logs", ".", "--task", "3"], "no log file ./task-3.out (yet)"),
     (["logs", ".", "--role", "ps"], "--role ps: no status.json in . yet"),
 ])
-def test_bad_arguments_are_one_line_exit_2(args, message, tmp_path, no_slurm):
-    res = cli(*args, env={**no_slurm, "TF_SLURM_JOBS_ROOT": str(tmp_path)})
+def test_bad_arguments_are_one_line_exit_2(args, message, tmp_path, no_slurm, cli_runs):
+    res = cli(cli_runs, *args, env={**no_slurm, "TF_SLURM_JOBS_ROOT": str(tmp_path)})
     assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
