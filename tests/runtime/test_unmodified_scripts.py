@@ -235,19 +235,24 @@ def test_a_worker_whose_training_raises_ends_a_local_step_within_5s_every_time(t
 
 
 @pytest.mark.timeout(300)
-def test_a_killed_pss_worker_is_restarted_in_place_and_the_coordinator_finishes(tmp_path):
+@pytest.mark.parametrize("victim,what", [
+    (3, "restarting worker 1 (rank 3, node1) in place"),  # the coordinator re-sends its functions
+    (1, "restarting every task of the step in 1 s: ps 0 (rank 1, node1)"),  # TF: restart the coordinator too
+])
+def test_a_killed_pss_task_is_restarted_and_the_coordinator_finishes(tmp_path, victim, what):
     """ParameterServerStrategy tolerates a worker failure by design (the coordinator retries its
     functions elsewhere and reconnects to the same address): with restarts on, the killed worker's
-    command comes back in place and the unmodified `fit` script ends 0."""
+    command comes back in place.  A ps's failure needs the coordinator restarted: every task starts
+    again.  Either way the unmodified `fit` script ends 0.  Paced (20 epochs, 0.3 s after each)."""
     log = tmp_path / "log"
-    argv = local_argv("pss", ["tf2_pss_fit.py", "--epochs", "100"], tmp_path)  # 2000 steps
+    argv = local_argv("pss", ["tf2_pss_fit.py", "--epochs", "20", "--pace", "0.3"], tmp_path)
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 env={**ENV, "TF_SLURM_MAX_RESTARTS": "2"})
         try:
             wait_for_line(log, "coordinator training", proc, timeout=150)
-            pids = command_pids("tf2_pss_fit.py", 3)  # worker 1
-            assert pids, "no process of rank 3"
+            pids = command_pids("tf2_pss_fit.py", victim)
+            assert pids, f"no process of rank {victim}"
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
             proc.wait(timeout=200)
@@ -257,8 +262,8 @@ def test_a_killed_pss_worker_is_restarted_in_place_and_the_coordinator_finishes(
                 proc.wait()
     out = log.read_text(errors="replace")
     assert proc.returncode == 0, out[-4000:]
-    assert "restarting worker 1 (rank 3, node1) in place" in out and "exited with status 137" in out, out[-4000:]
-    assert "coordinator done" in out and "restarts: 1" in out, out[-4000:]
+    assert what in out and "exited with status 137" in out, out[-4000:]
+    assert "coordinator done" in out and "restarts: " in out, out[-4000:]
 
 
 def mwms_backup_step(launcher: List[str], tmp_path: Path, env: dict) -> None:

@@ -2,7 +2,9 @@
 writes it: ps and worker tasks start a server and join() forever; the chief is the coordinator and
 runs Keras `fit`.  Plain `tf.keras`, no environment variables set here, nothing from tf_for_slurm.
 
-    python tf2_pss_fit.py [--epochs E] [--steps-per-epoch S]
+    python tf2_pss_fit.py [--epochs E] [--steps-per-epoch S] [--pace SECONDS]
+
+--pace: the coordinator sleeps that long after each epoch (a test's pacing; PSS takes no batch callbacks).
 """
 
 import argparse
@@ -13,6 +15,7 @@ import tensorflow as tf
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--steps-per-epoch", type=int, default=20)
+parser.add_argument("--pace", type=float, default=0.0)
 args = parser.parse_args()
 
 cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -37,5 +40,6 @@ with strategy.scope():
 
 print("coordinator training", flush=True)
 history = model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=args.epochs,
-                    steps_per_epoch=args.steps_per_epoch, verbose=0)
+                    steps_per_epoch=args.steps_per_epoch, verbose=0,
+                    callbacks=[tf.keras.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: time.sleep(args.pace))])
 print(f"coordinator done at {time.time():.3f} (loss {history.history['loss'][-1]:.4f})", flush=True)
