@@ -187,7 +187,8 @@ def test_download_rejects_wrong_md5(tmp_path):
             pass
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    # a short poll: shutdown() waits for serve_forever to look (0.5 s by default)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         dest = tmp_path / "data"
         with pytest.raises(UsageError, match=r"has md5 [0-9a-f]{32}: expected f68b3c2dcbeaaa9fbdd348bbdeb94873"):
