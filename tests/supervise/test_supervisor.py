@@ -282,20 +282,20 @@ def test_an_explicit_exec_inside_local_stays_harmless():
 
 
 def test_tf1_workers_get_device_filters_and_keras_2_others_do_not(tmp_path):
-    # the ps's command is ended once the workers are done: the workers wait for the ps's line
-    code = ('import os, pathlib, sys, time; print("F", os.environ.get("TF_SLURM_JOB_TYPE"), '
-            'os.environ.get("TF_SLURM_SESSION_FILTERS"), os.environ.get("TF_USE_LEGACY_KERAS"), '
-            'os.environ.get("TF_SLURM_STRATEGY"), os.environ.get("TF_SLURM_RECOVERY_WAIT"), flush=True); '
-            'mark = pathlib.Path(sys.argv[1]); ps = os.environ.get("TF_SLURM_JOB_TYPE") == "ps"; '
-            'mark.touch() if ps else [time.sleep(0.05) for _ in range(600) if not mark.exists()]')
-    r = local("-n", "3", "--", PY, "-c", code, str(tmp_path / "ps-printed"))
+    # the ps's command is ended once the workers are done: the workers wait for the ps's line.
+    # A shell reads the environment exec gives as Python would (None: not set), without Python's start-up
+    code = ('echo "F ${TF_SLURM_JOB_TYPE-None} ${TF_SLURM_SESSION_FILTERS-None} ${TF_USE_LEGACY_KERAS-None} '
+            '${TF_SLURM_STRATEGY-None} ${TF_SLURM_RECOVERY_WAIT-None}"; '
+            'if [ "$TF_SLURM_JOB_TYPE" = ps ]; then touch "$0"; else i=0; '
+            'until [ -f "$0" ] || [ $i -ge 600 ]; do sleep 0.05; i=$((i + 1)); done; fi')
+    r = local("-n", "3", "--", "sh", "-c", code, str(tmp_path / "ps-printed"))
     assert r.returncode == 0, r.stderr
     lines = sorted(line.split(": ", 1)[1] for line in r.stdout.splitlines() if ": F " in line)
     keras = "1" if __import__("importlib").util.find_spec("tf_keras") else "None"
     assert lines == [f"F ps /job:ps/task:0 {keras} tf1 1", f"F worker /job:ps,/job:worker/task:0 {keras} tf1 1",
                      f"F worker /job:ps,/job:worker/task:1 {keras} tf1 1"]  # recovery wait: 1 s
     (tmp_path / "ps-printed").unlink()
-    r = local("-n", "3", "--", PY, "-c", code, str(tmp_path / "ps-printed"),
+    r = local("-n", "3", "--", "sh", "-c", code, str(tmp_path / "ps-printed"),
               env={"TF_SLURM_DEVICE_FILTERS": "0", "TF_USE_LEGACY_KERAS": "0"})
     assert r.returncode == 0, r.stderr
     lines = [line for line in r.stdout.splitlines() if ": F " in line]
