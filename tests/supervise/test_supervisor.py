@@ -265,11 +265,13 @@ def test_a_program_that_cannot_run_fails_the_step_with_127():
 # -- the environment the command gets -----------------------------------------------------------
 
 def test_local_gives_tf_config_by_default_and_slurm_only_on_request():
-    code = 'import os; print("CFG", "TF_CONFIG" in os.environ, os.environ.get("SLURM_PROCID"))'
-    r = local("-n", "2", "--ps", "0", "--", PY, "-c", code)
+    # is TF_CONFIG set, and SLURM_PROCID (None: not set), read from sh: no Python start-up per task
+    code = ('if [ -n "${TF_CONFIG+set}" ]; then c=True; else c=False; fi; '
+            'echo "CFG $c ${SLURM_PROCID-None}"')
+    r = local("-n", "2", "--ps", "0", "--", "sh", "-c", code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("CFG True") == 2
-    r = local("-n", "2", "--slurm-env-only", "--", PY, "-c", code)
+    r = local("-n", "2", "--slurm-env-only", "--", "sh", "-c", code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("CFG False") == 2
 
