@@ -5,7 +5,7 @@ from collections import namedtuple
 import pytest
 
 from tf_for_slurm.plan.step_status import STATES, snapshot, summary_lines, task_rows, task_state
-from tf_for_slurm.plan.step_watch import StepWatch
+from tf_for_slurm.plan.step_watch import LOST_STATUS, StepWatch
 from tf_for_slurm.plan.strategy import step_roles
 
 T = namedtuple("T", "rank role index node")
@@ -84,7 +84,7 @@ def test_a_vanished_supervisor_is_lost_and_a_never_joined_one_unaccounted():
     w.join(2, 1.0)
     w.closed(2, 3.0)
     s = snap(w, roles, mono=4.0)
-    assert states(s)[2] == ("lost", 1) and states(s)[0] == ("ending", 1)
+    assert states(s)[2] == ("lost", LOST_STATUS) and states(s)[0] == ("ending", LOST_STATUS)
     assert summary_lines(s)[-1].endswith("; 1 lost: worker 1 (rank 2, n3); restarts: 0")
     w2_roles, w2 = watch()
     s2 = snap(w2, w2_roles, mono=4.0, over=True)

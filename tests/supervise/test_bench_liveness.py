@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tf_for_slurm.plan.requeue import LOST_STATUS
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "bench_liveness.py"
 
@@ -37,10 +39,10 @@ def test_bench_liveness_tiny(tmp_path):
     size = data["sizes"][0]
     assert size["join"]["joined"] == 19 - size["absent"] and size["absent"] == 1
     assert size["connects_per_s"] == 0  # nobody reconnects while waiting
-    assert size["killed"]["ok"] and size["killed"]["first"] < 5  # every other task told `end 1`
-    assert size["killed"]["status"] == ["1"]
+    assert size["killed"]["ok"] and size["killed"]["first"] < 5  # every other task told `end 69`
+    assert size["killed"]["status"] == [str(LOST_STATUS)]  # lost, not failed: batch-step requeues it
     assert size["silent"]["ok"] and size["silent"]["first"] < 5  # silence 0.6 s: noticed by the 0.5 s tick
     for case in ("killed", "silent"):  # the chief's own task ends too: the hub exits with the failure
-        assert size[case]["hub_exit"] is not None and size[case]["hub_exit"][0] == 1, size[case]
+        assert size[case]["hub_exit"] is not None and size[case]["hub_exit"][0] == LOST_STATUS, size[case]
     for rep in data["reports"]:
         assert rep["acked"] == rep["of"] == 200, rep

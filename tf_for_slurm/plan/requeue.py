@@ -6,9 +6,12 @@ same on every cluster and testable with plain values.  The `tf-slurm requeue` co
 those facts and runs `scontrol requeue`; nothing here touches the environment.
 
 Rules, in order:
-1. a failed step is never requeued (its status is the job's), except with a status that says
-   "checkpointed, run me again" (42: TensorFlow's PreemptionCheckpointHandler on non-GCP machines)
-   after this run's checkpoint advanced, within `max_requeues`;
+1. a step that ended with a status that says "checkpointed, run me again" (42: TensorFlow's
+   PreemptionCheckpointHandler on non-GCP machines) is requeued after this run's checkpoint
+   advanced, within `max_requeues`; so is a step that failed in a way worth another run (a task
+   lost with its node, LOST_STATUS; a task killed by a signal, status 128-255, e.g. the OOM
+   killer, after exec's restarts, if any, were spent), unless the batch script itself was told to
+   stop (scancel, preemption: rule 4); any other failed step is not requeued (its status is the job's);
 2. no warning signal: training ended on its own;
 3. a checkpoint already at the target: done, whatever the signal; a warning the step ended
    before it was passed on (training finished on its own while the warning was held until the
@@ -38,6 +41,16 @@ NOW_SIGNAL = "USR2"
 CHECKPOINTED_STATUSES = (42,)
 #: SIGTERM: scancel (without --signal) or preemption; 128 + 15 like a shell reports it
 EXIT_TERMINATED = 143
+#: a step's status when one of its tasks was lost (its supervisor vanished, went silent or never
+#: connected: its node failed or hung) and no task said why (EX_UNAVAILABLE): worth another run
+LOST_STATUS = 69
+
+
+def retryable_failure(status: int) -> bool:
+    """A failed step's status worth another run from the checkpoint: a lost task, or a task killed by
+    a signal (128-255: SIGKILL and the OOM killer, SIGSEGV, SIGBUS ...).  1-127 are the program's own
+    verdict: the same run would fail the same way."""
+    return status == LOST_STATUS or 128 <= status <= 255
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,8 @@ def decide(signal: Optional[str], step_status: int, restart_count: int, max_requ
     """
     sig = signal_name(signal)
     where = f"global step {checkpoint_step}" if checkpoint_step is not None else "no checkpoint yet"
-    if step_status in CHECKPOINTED_STATUSES:
+    if step_status in CHECKPOINTED_STATUSES or (retryable_failure(step_status)
+                                                and (not sig or sig in WARNING_SIGNALS)):
         return _checkpointed(step_status, restart_count, max_requeues, checkpoint_step, target, start_step,
                              limit_name)
     if step_status != 0:
@@ -102,8 +116,14 @@ def decide(signal: Optional[str], step_status: int, restart_count: int, max_requ
 
 def _checkpointed(status: int, restart_count: int, max_requeues: int, checkpoint_step: Optional[int],
                   target: Optional[int], start_step: Optional[int], limit_name: str) -> Decision:
-    """A step that ended with a "checkpointed, requeue me" status (rule 1)."""
-    why = f"the step ended with status {status} (checkpointed, e.g. PreemptionCheckpointHandler)"
+    """A step that ended with a "checkpointed, requeue me" status, or failed in a way worth another
+    run (rule 1)."""
+    if status in CHECKPOINTED_STATUSES:
+        why = f"the step ended with status {status} (checkpointed, e.g. PreemptionCheckpointHandler)"
+    elif status == LOST_STATUS:
+        why = f"the step failed with status {status} (a task was lost: its node failed or hung)"
+    else:
+        why = f"the step failed with status {status} (a task killed by signal {status - 128})"
     if checkpoint_step is None:
         return Decision(False, status, f"{why} but no checkpoint step is known (--checkpoint-dir): not requeued")
     if target is not None and checkpoint_step >= target:

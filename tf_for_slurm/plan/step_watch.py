@@ -9,7 +9,8 @@ Rules (see step_rules for who is chief, trainer or server):
   no trainer, as in ParameterServerStrategy, at once); the step's status is 0.
 - any task's command exits non-zero, or its supervisor's connection closes without an exit
   status, or it is silent for `silence` seconds, or it never connects within `connect_grace`:
-  every other task is ended with that status (1 when the task could not say), the first failure's.
+  every other task is ended with that status (LOST_STATUS, 69, when the task could not say: batch-step
+  requeues it), the first failure's.
 - with a restart policy (plan.restart_policy), a task whose command failed may instead be
   restarted in place: a `Restart` action for its rank; it is not settled, its state is
   'restarting' until its supervisor says its command runs again (`started`).  Where the strategy
@@ -29,11 +30,11 @@ from __future__ import annotations
 import logging
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from tf_for_slurm.plan.requeue import CHECKPOINTED_STATUSES
+from tf_for_slurm.plan.requeue import CHECKPOINTED_STATUSES, LOST_STATUS
 from tf_for_slurm.plan.restart_policy import Decision, RestartPolicy, decide
 from tf_for_slurm.plan.strategy import StepRoles
 
-LOST_STATUS = 1  # the status of a task whose supervisor vanished without saying
+__all__ = ["LOST_STATUS", "Action", "End", "Failure", "Regroup", "Restart", "StepWatch"]
 
 
 class End(NamedTuple):
