@@ -210,7 +210,7 @@ HOLD_CHILD = textwrap.dedent("""
 
 @pytest.mark.timeout(60)
 def test_early_warning_is_held_then_taken_over():
-    r = subprocess.run([PY, "-c", HOLD_CHILD, "0.5", "adopt"], capture_output=True, text=True, timeout=30,
+    r = subprocess.run([PY, "-c", HOLD_CHILD, "0.3", "adopt"], capture_output=True, text=True, timeout=30,
                        cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["requested", "True", "USR1", "alive"], r.stdout
@@ -219,7 +219,7 @@ def test_early_warning_is_held_then_taken_over():
 
 @pytest.mark.timeout(60)
 def test_early_warning_nobody_takes_is_delivered_as_without_us():
-    r = subprocess.run([PY, "-c", HOLD_CHILD, "0.5", "ignore"], capture_output=True, text=True, timeout=30,
+    r = subprocess.run([PY, "-c", HOLD_CHILD, "0.3", "ignore"], capture_output=True, text=True, timeout=30,
                        cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == -signal.SIGUSR1, (r.returncode, r.stdout, r.stderr)
     assert "not reached" not in r.stdout
