@@ -9,13 +9,14 @@ import importlib
 from tf_for_slurm import _moved
 from tf_for_slurm.errors import PlanError, SlurmEnvError, TfSlurmError, UsageError
 from tf_for_slurm.host.environment import plan_from_env
+from tf_for_slurm.host.progress_report import report_progress
 from tf_for_slurm.host.slurm import step_from_env
 from tf_for_slurm.plan.cluster import ClusterPlan, Task, build_plan
 from tf_for_slurm.plan.step import SlurmStep
 
 __all__ = [
     "ClusterPlan", "PlanError", "SlurmEnvError", "SlurmStep", "Task", "TfSlurmError", "UsageError",
-    "build_plan", "plan_from_env", "step_from_env",
+    "build_plan", "plan_from_env", "report_progress", "step_from_env",
 ]
 __version__ = "0.1.0"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -292,3 +293,38 @@ def test_a_task_that_fails_right_after_its_group_restart_is_a_crash_loop(tmp_pat
     assert codes == [137, 137, 137], hub
     assert hub.count("restarting every task of the step") == 1, hub
     assert "crash loop: worker 1 (rank 2, node3) failed again" in hub, hub
+
+
+# -- hung tasks: a progress deadline -----------------------------------------------------------------
+@pytest.mark.timeout(90)
+def test_a_stopped_worker_is_killed_at_the_progress_deadline_and_restarted(tmp_path):
+    # worker 1 stops itself (SIGSTOP) the first time: killed 1 s later, restarted; the chief then finishes
+    body = ('[ "$TF_SLURM_JOB_TYPE$TF_SLURM_TASK_INDEX" = worker1 ] && {{ '
+            '[ -f {d}/ran ] && {{ touch {d}/again; exec sleep 600; }}; touch {d}/ran; kill -STOP $$; }}; '
+            '[ "$TF_SLURM_JOB_TYPE" = chief ] && {{ until [ -f {d}/again ]; do sleep 0.05; done; exit 0; }}; '
+            'exec sleep 600').format(d=tmp_path)
+    codes = run_step(tmp_path, PSS, body, "--max-restarts", "1", "--progress-deadline", "1",
+                     extra={"TF_SLURM_RESTART_BACKOFF": "0.2"})
+    assert codes == [0, 0, 0, 0], err(tmp_path, 1) + err(tmp_path, 3)
+    assert re.search(r"the command has been stopped \(SIGSTOP\) for [0-9.]+ s, the progress deadline is 1 s: "
+                     r"killing it", err(tmp_path, 3)), err(tmp_path, 3)
+    assert "restarting worker 1 (rank 3, node4) in place in 0.2 s: exited with status 137" in err(tmp_path, 1)
+
+
+@pytest.mark.timeout(90)
+def test_a_task_silent_after_reporting_progress_is_hung_and_without_restarts_fails_the_step(tmp_path):
+    # worker 0 reports progress once (touches its file), then hangs: killed at the 1 s deadline, the step
+    # ends 137; the other tasks never report and are never judged for it
+    body = ('[ "$TF_SLURM_JOB_TYPE$TF_SLURM_TASK_INDEX" = worker0 ] && {{ touch "$TF_SLURM_PROGRESS_FILE"; '
+            'exec sleep 600; }}; [ -n "$TF_SLURM_PROGRESS_FILE" ] && touch {d}/has_file.$SLURM_PROCID; '
+            'exec sleep 600').format(d=tmp_path)
+    t0 = time.monotonic()
+    (tmp_path / "tmp").mkdir()
+    codes = run_step(tmp_path, PSS, body, extra={"TF_SLURM_PROGRESS_DEADLINE": "1", "TMPDIR": str(tmp_path / "tmp")})
+    assert codes == [137] * 4, err(tmp_path, 1)
+    assert time.monotonic() - t0 < 30
+    assert re.search(r"the command reported no progress for [0-9.]+ s, the progress deadline is 1 s: killing it",
+                     err(tmp_path, 2)), err(tmp_path, 2)
+    assert "worker 0 (rank 2, node3) exited with status 137" in err(tmp_path, 1), err(tmp_path, 1)
+    assert sorted(p.name for p in tmp_path.glob("has_file.*")) == ["has_file.0", "has_file.1", "has_file.3"]
+    assert not list((tmp_path / "tmp").glob("tf_slurm_progress.*"))  # each supervisor removed its file

@@ -1,4 +1,5 @@
-"""`tf-slurm exec`'s restart options (--max-restarts, --restart-on): defined here to keep the parser small."""
+"""`tf-slurm exec`'s restart options (--max-restarts, --restart-on, --progress-deadline): defined here to keep
+the parser small."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from tf_for_slurm.plan.restart_policy import MAX_BACKOFF, RETRY_ON
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("restarts in place (a failed PSS worker or evaluator, a TF1 non-chief worker)")
+    g = parser.add_argument_group("restarts in place (a PSS worker or evaluator, a TF1 worker alone; every task "
+                                  "for MWMS, a ps, a PSS coordinator)")
     g.add_argument("--max-restarts", type=int, default=None, metavar="N",
                    help=f"restarts allowed in the step (default: {settings.MAX_RESTARTS}, else "
                         f"{settings.default_int(settings.MAX_RESTARTS)}: off); at most "
@@ -21,8 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="which failures are restarted: signal (status 128-255: killed by a signal, OOM) or any "
                         f"non-zero status (default: {settings.RESTART_ON}, else "
                         f"{settings.default_text(settings.RESTART_ON)})")
+    g.add_argument("--progress-deadline", type=float, default=None, metavar="S",
+                   help="a command stopped (SIGSTOP) for S seconds, or silent for S seconds after it once "
+                        "reported progress (tf_for_slurm.report_progress(), or touch "
+                        f"${settings.PROGRESS_FILE}), is "
+                        f"hung: it is killed, then restarted or the step fails (default: {settings.PROGRESS_DEADLINE}, "
+                        "else 0: off)")
 
 
 def values(args: argparse.Namespace) -> Dict[str, Any]:
     """The keyword arguments of task_exec.run these options give."""
-    return {"max_restarts": args.max_restarts, "restart_on": args.restart_on}
+    return {"max_restarts": args.max_restarts, "restart_on": args.restart_on,
+            "progress_deadline": args.progress_deadline}

@@ -76,8 +76,9 @@ STOP_SIGNALS = _setting("TF_SLURM_STOP_SIGNALS", "list", "USR1,USR2,TERM", "sign
                         "step (`none`: off)")
 SIGNAL_HOLD = _setting("TF_SLURM_SIGNAL_HOLD", "seconds", "15", "seconds exec holds a SIGUSR1/SIGUSR2 that "
                        "arrives before the command handles it (`0`: off)")
-MAX_RESTARTS = _setting("TF_SLURM_MAX_RESTARTS", "int", "0", "restarts in place allowed in one step (a failed PSS "
-                        "worker or evaluator, a TF1 non-chief worker; `0`: off, any failure ends the step)")
+MAX_RESTARTS = _setting("TF_SLURM_MAX_RESTARTS", "int", "0", "restarts in place allowed in one step (a PSS worker "
+                        "or evaluator, a TF1 worker alone; every task for MWMS, a ps or a PSS coordinator; `0`: off, "
+                        "any failure ends the step)")
 MAX_TASK_RESTARTS = _setting("TF_SLURM_MAX_TASK_RESTARTS", "int", "3", "restarts in place allowed for one task")
 RESTART_ON = _setting("TF_SLURM_RESTART_ON", "text", "signal", "which failures are restarted: `signal` (status "
                       "128-255: killed by a signal, OOM) or `any` non-zero status")
@@ -85,6 +86,10 @@ CRASH_WINDOW = _setting("TF_SLURM_CRASH_WINDOW", "seconds", "10", "a task failin
                         "is a crash loop: the step ends")
 RESTART_BACKOFF = _setting("TF_SLURM_RESTART_BACKOFF", "seconds", "1", "wait before a task's first restart, doubled "
                            "for each next one (at most 30 s)")
+PROGRESS_DEADLINE = _setting("TF_SLURM_PROGRESS_DEADLINE", "seconds", "0", "a command stopped (SIGSTOP) this "
+                             "long, or silent this long after it once reported progress "
+                             "(`tf_for_slurm.report_progress()`), is hung: killed, then restarted or failed "
+                             "(`0`: off)")
 # -- batch-step ----------------------------------------------------------------------------------
 MAX_REQUEUES = _setting("TF_SLURM_MAX_REQUEUES", "int", "10", "batch-step: requeues allowed")
 WARN_MARGIN = _setting("TF_SLURM_WARN_MARGIN", "int", "60", "batch-step: seconds before the time limit at "
@@ -98,6 +103,8 @@ JOBS_ROOT = _setting("TF_SLURM_JOBS_ROOT", "text", "tf_slurm_jobs", "the folder 
                      "(`tf-slurm submit --folder`, `status`, `logs`)")
 # -- set by tf_for_slurm for the programs it starts ----------------------------------------------
 JOB_TYPE = _setting("TF_SLURM_JOB_TYPE", "text", None, "this task's role", internal=True)
+PROGRESS_FILE = _setting("TF_SLURM_PROGRESS_FILE", "text", None, "the file a task touches to report progress "
+                         "(with a progress deadline)", internal=True)
 TASK_INDEX = _setting("TF_SLURM_TASK_INDEX", "int", None, "this task's index within its role", internal=True)
 RANK = _setting("TF_SLURM_RANK", "int", None, "this task's rank in the step", internal=True)
 NUM_PS = _setting("TF_SLURM_NUM_PS", "int", None, "number of ps in the step", internal=True)

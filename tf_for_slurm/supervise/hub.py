@@ -12,6 +12,7 @@ import errno
 import logging
 import resource
 import selectors
+import signal
 import socket
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -24,6 +25,7 @@ from tf_for_slurm.plan.step_status import snapshot, summary_lines
 from tf_for_slurm.plan.step_watch import Action, Regroup, Restart, StepWatch
 from tf_for_slurm.plan.strategy import StepRoles
 from tf_for_slurm.supervise.child_process import LOGGER, SUMMARY_LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.progress_watch import ProgressWatch
 from tf_for_slurm.supervise.status_file import StatusFile
 from tf_for_slurm.supervise.wire import Conn, Timing, heartbeat_interval, listen, note_failure
 
@@ -78,6 +80,7 @@ class Hub:
         self.regroup: Optional[float] = None
         self.stopping = False  # a stopping signal reached this supervisor: nothing restarts any more
         self.sigs: Optional[ForwardSignals] = None
+        self.progress = ProgressWatch(timing.progress_deadline, env.get(settings.PROGRESS_FILE))
 
     def run(self) -> int:
         """Supervise the step until it is over; the status this task (and the step) ends with."""
@@ -98,6 +101,7 @@ class Hub:
         child: Optional[Child] = None
         try:
             with ForwardSignals(wake) as sigs:
+                self.progress.started(time.monotonic())  # before the command: a report it makes at once counts
                 child = start_command(self.argv, self.env, wake)
                 if child is None:
                     note_failure(self.launch_report, my_rank, 127)
@@ -147,6 +151,10 @@ class Hub:
                     self._write_status(watch, now)
                     if child is not None:
                         child.tick(now)
+                        hung = self.progress.check(child, now)
+                        if hung:
+                            log.error("%s (the chief's): killing it (SIGKILL)", hung)
+                            child.signal(signal.SIGKILL)
                     if watch.finished(now) and (child is None or child.status is not None):
                         break
         finally:
@@ -157,6 +165,7 @@ class Hub:
             sel.close()
             server.close()
             wake.close()
+            self.progress.close()
         if watch.unsettled():
             log.warning("%d tasks had not confirmed their end: %s", len(watch.unsettled()),
                         ", ".join(self.names[r] for r in watch.unsettled()[:5]))
@@ -197,6 +206,7 @@ class Hub:
         if old is not None:
             old.reap_group()
         self.restart_at = None
+        self.progress.started(now)
         child = start_command(self.argv, self.env, wake)
         self.child = child
         if self.sigs is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import logging
 import selectors
+import signal
 import socket
 import time
 from typing import Mapping, Optional, Sequence
@@ -25,6 +26,7 @@ from tf_for_slurm.plan.cluster import ClusterPlan, Task
 from tf_for_slurm.plan.restart_policy import RestartPolicy, could_restart
 from tf_for_slurm.plan.step_watch import LOST_STATUS
 from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.progress_watch import ProgressWatch
 from tf_for_slurm.supervise.wire import Conn, Timing, keepalive, note_failure
 
 log = logging.getLogger(LOGGER)
@@ -72,6 +74,7 @@ class Spoke:
         self.sigs: Optional[ForwardSignals] = None  # the signals this supervisor received (set in run)
         self.stopped: Optional[int] = None  # 128+signal: stopped while waiting to restart
         self.regroup: Optional[float] = None  # the hub said `regroup DELAY`: the command ends, then starts again
+        self.progress = ProgressWatch(timing.progress_deadline, env.get(settings.PROGRESS_FILE))
 
     def run(self) -> int:
         """Run the command until it ends; the status this task ends with, once the hub knows it."""
@@ -85,6 +88,7 @@ class Spoke:
         child: Optional[Child] = None
         try:
             with ForwardSignals(wake) as sigs:
+                self.progress.started(start)  # before the command: a report it makes at once counts
                 child = start_command(self.argv, self.env, wake)
                 sigs.child = child
                 self.sigs = sigs
@@ -120,6 +124,10 @@ class Spoke:
                         self._lose(sel, child, f"not reachable within {timing.connect_grace:g} s")
                     if child is not None:
                         child.tick(now)
+                        hung = self.progress.check(child, now)
+                        if hung:
+                            log.error("%s: killing it (SIGKILL)", hung)
+                            child.signal(signal.SIGKILL)
                     self._connect_step(sel, now, start)
                     beating = status is None or self.restart_at is not None
                     if self.joined and self.conn is not None and beating and now >= next_hb:
@@ -139,6 +147,8 @@ class Spoke:
                         deadlines.append(self.ack_by)
                     if child is not None and child.kill_at is not None:
                         deadlines.append(child.kill_at)
+                    if self.progress.on and child is not None and child.status is None:
+                        deadlines.append(self.progress.next_look)
                     for key, _mask in sel.select(max(0.0, min(deadlines) - time.monotonic())):
                         if key.data == "wake":
                             wake.drain()
@@ -156,6 +166,7 @@ class Spoke:
                 self.connecting.close()
             sel.close()
             wake.close()
+            self.progress.close()
 
     # -- restarts --------------------------------------------------------------------------
     def _start_again(self, old: Optional[Child], wake: Wake, now: float) -> Optional[Child]:
@@ -167,6 +178,7 @@ class Spoke:
         self.restarts += 1
         self.sent = self.acked = self.noted = False
         self.signals_seen = len(self.sigs.received) if self.sigs is not None else 0
+        self.progress.started(now)
         child = start_command(self.argv, self.env, wake)
         if child is not None:
             log.warning("command started again (restart %d of this task), %.1f s after it failed", self.restarts,

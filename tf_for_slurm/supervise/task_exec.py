@@ -111,8 +111,10 @@ def _private_dir(base: str, tag: str) -> str:
 
 
 def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str], *,
-                      device_filters: bool = True, has_tf_keras: Optional[bool] = None) -> ChildEnv:
-    """Everything the command gets on top of `env`."""
+                      device_filters: bool = True, has_tf_keras: Optional[bool] = None,
+                      progress: bool = False) -> ChildEnv:
+    """Everything the command gets on top of `env` (with `progress`: the file it may touch to report
+    progress, under a progress deadline)."""
     me = plan.me
     tenv = task_env(plan)
     variables = dict(tenv.variables)
@@ -135,6 +137,10 @@ def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str
         variables[settings.RECOVERY_WAIT] = f"{settings.recovery_wait(env):g}"
         log.info("device filters %s for this task's TensorFlow server (--no-device-filters to turn off)",
                  ",".join(filters))
+    if progress:
+        base = env.get("TMPDIR") or tempfile.gettempdir()
+        variables[settings.PROGRESS_FILE] = os.path.join(
+            base, f"tf_slurm_progress.{os.getuid()}.{plan.job_id}.{plan.step_id}.{me.rank}")
     if env.get(ENV_HOLD) is None:  # see stop_request.hold_warning_signals
         variables[ENV_HOLD] = f"{DEFAULT_HOLD:g}"
     if tenv.spill:
@@ -157,7 +163,7 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
         strategy: Optional[str] = None, drain: Optional[float] = None, device_filters: bool = True,
         supervise: bool = True, env: Optional[Mapping[str, str]] = None,
         component_roles: Optional[Sequence[str]] = None, max_restarts: Optional[int] = None,
-        restart_on: Optional[str] = None) -> int:
+        restart_on: Optional[str] = None, progress_deadline: Optional[float] = None) -> int:
     """Run `command` as this task of the step; return the status the task should exit with."""
     env = settings.environ() if env is None else env
     command = list(command)
@@ -173,7 +179,7 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
     strategy = strategy or settings.text(env, settings.STRATEGY) or "auto"
     if not settings.device_filters_on(env):
         device_filters = False
-    timing = Timing.from_env(env, drain=drain)
+    timing = Timing.from_env(env, drain=drain, progress_deadline=progress_deadline)
     policy = restart_policy(env, max_restarts, restart_on)
     plan = plan_from_env(env, tasks=tasks, ps=ps, placement=placement, chief=chief, address=address, check=True,
                          component_roles=component_roles)
@@ -181,7 +187,8 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
     roles = step_roles(plan.tasks, strategy, source)
     log.info("%s", roles.rule)
     ensure_bindable(me.port, f"task {me.role}:{me.index} (rank {me.rank}, {me.address}): its TensorFlow server")
-    child = child_environment(plan, roles, env, device_filters=device_filters)
+    child = child_environment(plan, roles, env, device_filters=device_filters,
+                              progress=timing.progress_deadline > 0 and plan.size > 1 and supervise)
     child_env = {**env, **child.variables}
     report = env.get(LAUNCH_REPORT) or None
     try:

@@ -45,6 +45,7 @@ class Timing:
     silence: float = _seconds(settings.SILENCE)  # without a heartbeat: the task's node is taken for dead
     connect_grace: float = _seconds(settings.CONNECT_GRACE)  # for a spoke to reach the hub (it may start late)
     report_wait: float = _seconds(settings.REPORT_WAIT)  # a spoke waits this long for the ack of its exit
+    progress_deadline: float = _seconds(settings.PROGRESS_DEADLINE)  # a command without progress: hung (0: off)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], **given: Optional[float]) -> "Timing":
@@ -63,7 +64,7 @@ class Timing:
                 seconds = float(raw)
             except (TypeError, ValueError):
                 seconds = -1.0
-            zero_ok = f.name == "drain"  # no drain: end the workers as soon as the chief is done
+            zero_ok = f.name in ("drain", "progress_deadline")  # no drain: end the workers once the chief is done
             if not (seconds >= 0 if zero_ok else seconds > 0):
                 raise UsageError(bad_value(shown, raw, "a number of seconds" + (" >= 0" if zero_ok else " > 0")))
             values[f.name] = seconds
