@@ -12,6 +12,8 @@
 - TF_SLURM_JOB_TYPE and friends: when the plan does not fit the script (MultiWorkerMirroredStrategy
   with ps, a chief that only serves, replica_device_setter without ps), one line with the fix and
   exit 1 instead of TensorFlow's error or a hang (tf_slurm_plan_hints).
+- TF_SLURM_JOB_TYPE: a SyncReplicasOptimizer chief ends with its training instead of waiting out
+  TensorFlow's 120 s stop grace for a round no worker will complete (tf_slurm_sync_end).
 Then any other sitecustomize further down sys.path runs as usual.
 """
 
@@ -61,6 +63,9 @@ if _role:
                        _os.environ.get("TF_CONFIG", ""))
     except ValueError:  # counts that are not numbers: no hints, the program as before
         pass
+    from tf_slurm_sync_end import install as _install_sync_end  # this shim's own directory
+
+    _install_sync_end()
 
 _hold = _os.environ.get("TF_SLURM_SIGNAL_HOLD", "")
 if _hold:
