@@ -174,10 +174,11 @@ KILLS = [("tf1", 2, "worker"), ("tf1", 0, "ps"),
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case,victim,what", KILLS, ids=[f"{c}-{w}" for c, _, w in KILLS])
-def test_a_killed_task_ends_the_step_non_zero_within_10s(tmp_path, case, victim, what):
+def test_with_restarts_off_a_killed_task_ends_the_step_non_zero_within_10s(tmp_path, case, victim, what):
     roles, _, long_args, ready = CASES[case]
     argv = local_argv(case, long_args, tmp_path / "model")
-    rc, out, took = run_step(argv, tmp_path / "log", victim=victim, script=long_args[0], ready=ready)
+    rc, out, took = run_step(argv, tmp_path / "log", env={"TF_SLURM_MAX_RESTARTS": "0"}, victim=victim,
+                             script=long_args[0], ready=ready)
     print(f"{case}: {what} killed, the step ended {took:.2f} s later (status {rc})")
     assert rc != 0, out[-3000:]
     assert took < 10, (took, out[-3000:])
@@ -211,9 +212,11 @@ def test_under_srun_each_script_ends_0(slurm_cluster, tmp_path, case):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case,victim", [("tf1", 0), ("pss", 0), ("mwms", 1), ("eval", 2)])
 def test_under_srun_without_kill_on_bad_exit_a_killed_task_ends_the_step(slurm_cluster, tmp_path, case, victim):
+    # restarts off: TF_SLURM_MAX_RESTARTS=0 (on by default, a killed task would be restarted)
     roles, _, long_args, ready = CASES[case]
     rc, out, took = run_step(srun_argv(case, long_args, tmp_path / "model"), tmp_path / "log",
-                             env={**slurm_cluster.env, "PYTHONPATH": str(ROOT)}, victim=victim,
+                             env={**slurm_cluster.env, "PYTHONPATH": str(ROOT), "TF_SLURM_MAX_RESTARTS": "0"},
+                             victim=victim,
                              script=long_args[0], ready=ready)
     assert rc != 0, out[-3000:]
     assert took < 10, (took, out[-3000:])

@@ -139,10 +139,11 @@ def test_template_checkpoint_and_accuracy(mnist_run):
 
 @needs_mnist
 @pytest.mark.timeout(300)
-def test_template_worker_killed_fails_job(slurm_cluster, tmp_path):
+def test_template_worker_killed_with_restarts_off_fails_job(slurm_cluster, tmp_path):
     out = tmp_path / "job-%j.out"
+    env = {**_template_env(tmp_path, tmp_path / "model", 1_000_000), "TF_SLURM_MAX_RESTARTS": "0"}
     res = slurm_cluster.run(["sbatch", "--parsable", "-o", str(out), str(TEMPLATE)], timeout=60,
-                            env=_template_env(tmp_path, tmp_path / "model", 1_000_000), cwd=str(tmp_path))
+                            env=env, cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
     job = res.stdout.strip().split(";")[0]
     try:
@@ -168,14 +169,14 @@ def test_template_worker_killed_fails_job(slurm_cluster, tmp_path):
 
 # -- interactive srun + tf-slurm exec, unmodified TF_CONFIG script --------------------------------
 def _exec_srun(slurm_cluster, steps: int, mark_dir: Path, tag: str, stamp_exits: bool = False,
-               job_dir: Optional[Path] = None) -> subprocess.Popen:
+               job_dir: Optional[Path] = None, exec_args: tuple = ()) -> subprocess.Popen:
     """stamp_exits: each command's exit time goes to mark_dir/exit.<rank>, stamped from outside the
     script (its own last print comes before TensorFlow's interpreter teardown, 1-6 s here)."""
     command = [_python(), str(TASKS / "tf_config_train.py"), str(steps), str(mark_dir)]
     if stamp_exits:
         command = ["sh", "-c", f'"$@"; s=$?; date +%s.%N > {mark_dir}/exit.$SLURM_PROCID; exit $s', "sh", *command]
     argv = ["srun", "-N3", "-n4", "--mpi=none", "--kill-on-bad-exit=1", "-l",
-            _python(), "-m", "tf_for_slurm", "exec", "--ps", "1", "--", *command]
+            _python(), "-m", "tf_for_slurm", "exec", "--ps", "1", *exec_args, "--", *command]
     env = {**slurm_cluster.env, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "TEST_TAG": tag,
            "GRPC_POLL_STRATEGY": "poll", **({"TF_SLURM_JOB_DIR": str(job_dir)} if job_dir else {})}
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -201,10 +202,10 @@ def test_exec_unmodified_script_completes(slurm_cluster, tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_exec_unmodified_script_worker_killed_fails(slurm_cluster, tmp_path):
+def test_exec_unmodified_script_worker_killed_with_restarts_off_fails(slurm_cluster, tmp_path):
     tag = uuid.uuid4().hex
     job_dir = tmp_path / "job"
-    proc = _exec_srun(slurm_cluster, 1_000_000, tmp_path, tag, job_dir=job_dir)
+    proc = _exec_srun(slurm_cluster, 1_000_000, tmp_path, tag, job_dir=job_dir, exec_args=("--max-restarts", "0"))
     try:
         _wait_for(lambda: (tmp_path / "worker1.up").exists() or proc.poll() is not None, 150,
                   "worker 1 to start training")

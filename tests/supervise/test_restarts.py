@@ -132,10 +132,10 @@ def test_a_tf1_non_chief_worker_is_restarted_and_the_step_ends_0(tmp_path):
             '[ -f {d}/ran ] && {{ touch {d}/again; exit 0; }}; touch {d}/ran; kill -9 $$; }}; '
             '[ "$TF_SLURM_JOB_TYPE" = worker ] && {{ until [ -f {d}/again ]; do sleep 0.05; done; exit 0; }}; '
             'exec sleep 600').format(d=tmp_path)
-    codes = run_step(tmp_path, "ps,worker,worker", body, "--max-restarts", "1")
+    codes = run_step(tmp_path, "ps,worker,worker", body)  # restarts are on by default
     hub = err(tmp_path, 1)
     assert codes == [0, 0, 0], hub
-    assert "restarting worker 1 (rank 2, node3) in place" in hub, hub
+    assert "restarting worker 1 (rank 2, node3) in place" in hub and "(step: restart 1 of 3)" in hub, hub
     assert "GRPC_FAIL_FAST" not in hub
 
 
@@ -197,7 +197,8 @@ def test_the_policy_from_options_and_settings():
     from tf_for_slurm.plan.restart_policy import RestartPolicy
     from tf_for_slurm.supervise.task_exec import restart_policy
 
-    assert restart_policy({}) == RestartPolicy()  # off by default
+    assert restart_policy({}) == RestartPolicy(max_restarts=3) and restart_policy({}).enabled  # on by default
+    assert not restart_policy({"TF_SLURM_MAX_RESTARTS": "0"}).enabled
     env = {"TF_SLURM_MAX_RESTARTS": "4", "TF_SLURM_RESTART_ON": "any", "TF_SLURM_MAX_TASK_RESTARTS": "2",
            "TF_SLURM_CRASH_WINDOW": "5", "TF_SLURM_RESTART_BACKOFF": "0.5"}
     assert restart_policy(env) == RestartPolicy(4, 2, "any", 5.0, 0.5)
@@ -320,7 +321,8 @@ def test_a_task_silent_after_reporting_progress_is_hung_and_without_restarts_fai
             'exec sleep 600').format(d=tmp_path)
     t0 = time.monotonic()
     (tmp_path / "tmp").mkdir()
-    codes = run_step(tmp_path, PSS, body, extra={"TF_SLURM_PROGRESS_DEADLINE": "1", "TMPDIR": str(tmp_path / "tmp")})
+    codes = run_step(tmp_path, PSS, body, extra={"TF_SLURM_PROGRESS_DEADLINE": "1", "TMPDIR": str(tmp_path / "tmp"),
+                                                 "TF_SLURM_MAX_RESTARTS": "0"})
     assert codes == [137] * 4, err(tmp_path, 1)
     assert time.monotonic() - t0 < 30
     assert re.search(r"the command reported no progress for [0-9.]+ s, the progress deadline is 1 s: killing it",

@@ -168,9 +168,10 @@ def test_a_failing_task_ends_every_task_fast_with_its_status_and_is_named(tmp_pa
 
 
 @pytest.mark.parametrize("victim", [0, 1, 2], ids=["ps", "chief", "worker"])
-def test_a_sigkilled_command_ends_the_step_non_zero_within_10s(tmp_path, victim):
+def test_with_restarts_off_a_sigkilled_command_ends_the_step_non_zero_within_10s(tmp_path, victim):
     marker = f"m{uuid.uuid4().hex}"
-    proc, err_file = start_established(tmp_path, 3, "-n", "3", "--", *script(PID_BODY.format(tmp_path), marker))
+    proc, err_file = start_established(tmp_path, 3, "-n", "3", "--", *script(PID_BODY.format(tmp_path), marker),
+                                       env={"TF_SLURM_MAX_RESTARTS": "0"})
     took = time_the_end(proc, tmp_path, 3,
                         lambda: os.kill(int((tmp_path / f"pid.{victim}").read_text()), signal.SIGKILL))
     err = err_file.read_text()
@@ -396,9 +397,9 @@ def finish(procs, timeout: float) -> list:
 
 
 @pytest.mark.parametrize("victim", [0, 1, 2], ids=["ps", "chief", "worker"])
-def test_without_a_launcher_a_killed_command_ends_every_task(tmp_path, victim):
+def test_without_a_launcher_and_with_restarts_off_a_killed_command_ends_every_task(tmp_path, victim):
     marker = f"m{uuid.uuid4().hex}"
-    procs = start_step(3, PID_BODY.format(tmp_path), marker, logs=tmp_path)
+    procs = start_step(3, PID_BODY.format(tmp_path), marker, logs=tmp_path, extra={"TF_SLURM_MAX_RESTARTS": "0"})
     try:
         wait_files([tmp_path / f"pid.{r}" for r in range(3)])
         wait_joined(procs, tmp_path)

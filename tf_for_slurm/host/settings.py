@@ -76,7 +76,7 @@ STOP_SIGNALS = _setting("TF_SLURM_STOP_SIGNALS", "list", "USR1,USR2,TERM", "sign
                         "step (`none`: off)")
 SIGNAL_HOLD = _setting("TF_SLURM_SIGNAL_HOLD", "seconds", "15", "seconds exec holds a SIGUSR1/SIGUSR2 that "
                        "arrives before the command handles it (`0`: off)")
-MAX_RESTARTS = _setting("TF_SLURM_MAX_RESTARTS", "int", "0", "restarts in place allowed in one step (a PSS worker "
+MAX_RESTARTS = _setting("TF_SLURM_MAX_RESTARTS", "int", "3", "restarts in place allowed in one step (a PSS worker "
                         "or evaluator, a TF1 worker alone; every task for MWMS, a ps or a PSS coordinator; `0`: off, "
                         "any failure ends the step)")
 MAX_TASK_RESTARTS = _setting("TF_SLURM_MAX_TASK_RESTARTS", "int", "3", "restarts in place allowed for one task")

@@ -147,7 +147,8 @@ def start_command(argv: Sequence[str], env: Mapping[str, str], wake: Wake) -> Op
         return None
 
 
-STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # the step is being stopped: restart nothing
+# the step is being stopped (scancel, srun, Ctrl-C, a time-limit warning passed on): restart nothing
+STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 class ForwardSignals:
@@ -166,8 +167,8 @@ class ForwardSignals:
         return self
 
     def stop_since(self, seen: int) -> Optional[int]:
-        """The first stopping signal (STOPPING: scancel, srun, Ctrl-C) among those received after the
-        first `seen`, else None: a command ended by one is not restarted."""
+        """The first stopping signal (STOPPING: scancel, srun, Ctrl-C, a time-limit warning) among those
+        received after the first `seen`, else None: a command ended by one is not restarted."""
         return next((s for s in self.received[seen:] if s in STOPPING), None)
 
     def _handle(self, signo: int, _frame: object) -> None:
