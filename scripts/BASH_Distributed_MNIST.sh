@@ -46,7 +46,7 @@ MEM_PER_TASK_MB="${MEM_PER_TASK_MB:-}"  # empty: from the allocation (tf-slurm m
 PYTHON="${PYTHON:-python3}"             # the python that has tf_for_slurm and TensorFlow
 WARN_MARGIN="${WARN_MARGIN:-60}"        # seconds before the time limit at which the tasks stop and the
                                         # chief checkpoints (Slurm's warning may come up to 60 s early)
-MAX_REQUEUES="${MAX_REQUEUES:-${TF_SLURM_MAX_REQUEUES:-10}}"  # requeues after a time-limit warning
+MAX_REQUEUES="${MAX_REQUEUES:-${TF_SLURM_MAX_REQUEUES:-10}}"  # requeues after a time-limit warning or a retryable failure
 # -------------------------------------------------------------------------------------------------
 
 die() { echo "BASH_Distributed_MNIST.sh: error: $*" >&2; exit 2; }

@@ -139,9 +139,12 @@ def test_template_checkpoint_and_accuracy(mnist_run):
 
 @needs_mnist
 @pytest.mark.timeout(300)
-def test_template_worker_killed_with_restarts_off_fails_job(slurm_cluster, tmp_path):
+def test_template_worker_killed_with_restarts_and_requeues_off_fails_job(slurm_cluster, tmp_path):
+    # a SIGKILLed task is a retryable failure: with requeues on, batch-step would requeue the job once the
+    # checkpoint advanced (tests/supervise/test_requeue.py); here neither restarts nor requeues may help
     out = tmp_path / "job-%j.out"
-    env = {**_template_env(tmp_path, tmp_path / "model", 1_000_000), "TF_SLURM_MAX_RESTARTS": "0"}
+    env = {**_template_env(tmp_path, tmp_path / "model", 1_000_000), "TF_SLURM_MAX_RESTARTS": "0",
+           "MAX_REQUEUES": "0"}
     res = slurm_cluster.run(["sbatch", "--parsable", "-o", str(out), str(TEMPLATE)], timeout=60,
                             env=env, cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
