@@ -235,7 +235,8 @@ echo started > "$FAKE_DIR/started"
 for i in $(seq 1 ${FAKE_LOOPS:-40}); do sleep 0.1; done
 echo "model_checkpoint_path: \\"model.ckpt-$FAKE_TARGET\\"" > "$FAKE_DIR/checkpoint"
 """
-FAKE_SQUEUE = "#!/bin/bash\ndate -d @$(( $(date +%s) + ${FAKE_LEFT:-100} )) +%Y-%m-%dT%H:%M:%S\n"
+# EndTime: FAKE_END (epoch seconds) when set, else FAKE_LEFT s after each call
+FAKE_SQUEUE = "#!/bin/bash\ndate -d @${FAKE_END:-$(( $(date +%s) + ${FAKE_LEFT:-100} ))} +%Y-%m-%dT%H:%M:%S\n"
 FAKE_SCONTROL = "#!/bin/bash\necho \"$@\" >> \"$FAKE_DIR/scontrol.args\"\nexit ${FAKE_SCONTROL_RC:-0}\n"
 
 
@@ -297,6 +298,21 @@ def test_batch_step_warning_requeues_at_the_margin(fake_slurm):
     assert 1 <= (secs[1] - secs[0]) % 86400 <= 4, log  # whole seconds: a wait of 1-2 s shows as 1 to 3
     assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"]
     assert "requeued job 77" in log and "requeue 1 of at most 10" in log and "global step 300" in log
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_stops_the_step_at_the_margin_when_no_warning_comes(fake_slurm):
+    # Slurm's warning can be lost (sent before the batch shell ran): the step is told all the same at
+    # the margin, and the job requeued, instead of running into the limit (the stand-in runs 30 s untold)
+    tmp_path, env = fake_slurm
+    t0 = time.monotonic()
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_END": str(int(time.time()) + 33), "FAKE_LOOPS": "300"}, None,
+                          "--warn-margin", "30")
+    assert rc == 0, log
+    assert time.monotonic() - t0 < 15, log
+    assert "no time-limit warning came by" in log and "passed SIGUSR1 on to the step" in log, log
+    assert (tmp_path / "told").exists(), log
+    assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"], log
 
 
 @pytest.mark.timeout(60)

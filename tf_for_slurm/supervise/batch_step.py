@@ -10,6 +10,8 @@ this process starts.  SIGTERM (scancel, preemption) reaches every process of the
 - SIGUSR1 (the warning): Slurm may send it up to 60 s early, so the step is told only
   when `--warn-margin` seconds are left before the job's EndTime (at once if fewer are left or
   EndTime is unknown); the tasks stop at their next step, the chief checkpoints, the ps exit 0.
+- No warning by then (Slurm's is lost when sent before the batch shell runs, e.g. as a requeued run
+  starts): the step is told all the same, --warn-margin s before EndTime, as if warned.
 - SIGUSR2 (`scancel --batch --signal=USR2`: stop, checkpoint and requeue now): passed on at once.
 - SIGTERM (scancel, preemption): passed on at once; no requeue follows.
 - When the step ended: `tf_for_slurm.requeue.decide` with the checkpoint's step; a requeue runs
@@ -149,6 +151,32 @@ class _Step:
              f"({margin:g} s before the limit: WARN_MARGIN={self.warn_margin:g}{shortened})")
         self._later(signo, delay)
 
+    def arm_backstop(self) -> None:
+        """Tell the step to stop --warn-margin s before EndTime even if no warning comes: Slurm's warning
+        is lost when it is sent before the batch shell runs (it may be sent as a requeued run starts),
+        and a step nobody stops just times out (state TIMEOUT, no requeue)."""
+        start, end = job_times(self.job_id)
+        if end is None or self.started is None:
+            return
+        delay = stop_delay(time.time(), end, self.warn_margin, start_time=start, step_started=self.started,
+                           grace=self.start_grace)
+        if delay >= threading.TIMEOUT_MAX:
+            return
+        timer = threading.Timer(delay, self._backstop, args=(end,))
+        timer.daemon = True
+        threads.start(timer)
+
+    def _backstop(self, end: float) -> None:
+        if self.signal or (self.proc is not None and self.proc.poll() is not None):
+            return
+        now_end = job_times(self.job_id)[1]
+        if now_end is not None and now_end > end + 1:  # the limit was raised (scontrol update TimeLimit)
+            self.arm_backstop()
+            return
+        _say(f"no time-limit warning came by {max(0.0, end - time.time()):.0f} s before the limit (Slurm's is "
+             f"lost when sent before the batch shell runs): stopping the step as the warning would")
+        self.handle(signal.SIGUSR1, None)
+
     def _later(self, signo: int, delay: float) -> None:
         """Pass `signo` on to the step now, or in `delay` seconds."""
         if delay <= 0:
@@ -252,6 +280,7 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
         step.start(command)
     except OSError as exc:
         raise UsageError(bad_value("command", command[0], f"a program that runs ({exc.strerror})")) from None
+    step.arm_backstop()
     rc = step.wait(warn_file)
     status = first_failure("".join(step.errors), rc)
     _result(f"job {job}: srun exit status {rc}")
