@@ -38,7 +38,9 @@ def test_mnist_template_defaults_one_minute_limit_complete_via_requeue(slurm_clu
         env={"PYTHON": PYTHON, "DATA_DIR": str(MNIST), "MODEL_DIR": str(model), "ITERATIONS": str(TARGET),
              "MIN_STEP_SECONDS": str(PACE)})
     log = (tmp_path / f"tf_mnist-{job}.out").read_text(errors="replace")
-    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-6000:])
+    # on failure: every run's timeline (batch-step's lines) and the log's end
+    timeline = "\n".join(line for line in log.splitlines() if "batch-step" in line or "srun:" in line)
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, timeline, log[-4000:])
     restarts = int(info["Restarts"])
     assert 1 <= restarts <= 10 and log.count(f"requeued job {job}, ") == restarts, (info, log[-6000:])
     # every run's step ended 0 (no task killed by an early SIGUSR1: status 138) and the last one at the target
