@@ -8,48 +8,27 @@ COMPLETED at the target.
 
 Paced as tests/slurm/test_requeue_slurm.py's MWMS job, so one allocation cannot reach the target on
 a machine of any speed: the steps are synchronous (one pacer), at most floor(65 / 0.07) + 1 = 929
-< 1000 steps in one allocation (60 s + KillWait 5 s).
+< 1000 steps in one allocation (60 s + KillWait 5 s). It runs beside the `tf-slurm submit` job
+(tests/slurm/one_minute_jobs.py).
 """
 
 from __future__ import annotations
 
-import math
 import re
-from pathlib import Path
 
 import pytest
 
-from data_paths import mnist_dir
-from slurm_harness import PYTHON, REPO
-
-MNIST = Path(mnist_dir())
-HAVE_MNIST = any((MNIST / f"t10k-images-idx3-ubyte{ext}").exists() for ext in ("", ".gz"))
-JOB_TEMPLATE = REPO / "scripts" / "tf_slurm_job.sh"
-EXAMPLE = REPO / "examples" / "mnist_distributed" / "tf2_preemption.py"
-ALLOCATION_S = 60 + 5 + 0  # --time=1 + KillWait + OverTimeLimit
-STEP_S, TARGET = 0.07, 1000
+from one_minute_jobs import HAVE_MNIST, MNIST, PCH_TARGET as TARGET
 
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
 
 
 @pytest.mark.timeout(660)
-def test_preemption_handler_checkpoints_exits_42_requeues_and_completes(slurm_cluster, tmp_path):
-    assert math.floor(ALLOCATION_S / STEP_S) + 1 < TARGET  # by construction, not by this machine's speed
-    model = tmp_path / "pch"
-    env = {"PYTHON": PYTHON, "TF_SLURM_REPO": str(REPO), "PYTHONPATH": str(REPO), "DATA_DIR": str(MNIST),
-           "WARN_MARGIN": "15", "LOG_LEVEL": "INFO", "IB": "NoIB", "TF_CPP_MIN_LOG_LEVEL": "2",
-           "MODEL_DIR": str(model), "NUM_PS": "0", "TARGET": str(TARGET)}
-    res = slurm_cluster.run(["sbatch", "--parsable", "--time=1", "--signal=B:USR1@30", "-N2", "-n2",
-                             "-o", str(tmp_path / "pch-%j.out"), str(JOB_TEMPLATE), str(EXAMPLE),
-                             "--data_dir", str(MNIST), "--model_dir", str(model), "--Iterations", str(TARGET),
-                             "--min_step_seconds", str(STEP_S)], timeout=60, env=env, cwd=str(tmp_path))
-    assert res.returncode == 0, res.stderr
-    job = res.stdout.strip().split(";")[0]
-    try:
-        info = slurm_cluster.wait_job(job, 600)
-    finally:  # a failure here must not leave the job requeueing itself under the next tests
-        slurm_cluster.run(["scancel", job], timeout=30)
-    log = (tmp_path / f"pch-{job}.out").read_text(errors="replace")
+def test_preemption_handler_checkpoints_exits_42_requeues_and_completes(one_minute_jobs):
+    # submitted with the `tf-slurm submit` job of test_submit_requeue_slurm.py (tests/slurm/one_minute_jobs.py)
+    entry = one_minute_jobs["pch"]
+    info, model = entry["info"], entry["model"]
+    log = entry["log"].read_text(errors="replace")
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-6000:])
     restarts = int(info.get("Restarts", "0"))
     assert restarts >= 1 and log.count("requeued job ") == restarts, (info, log[-6000:])

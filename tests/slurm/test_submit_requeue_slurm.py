@@ -2,7 +2,8 @@
 requeues itself, resumes, and ends COMPLETED at the target, as the templates' jobs do
 (tests/slurm/test_requeue_slurm.py) but with no template and no variable set by hand.
 
-Costs 2-3 one-minute allocations (about 2-3 minutes): run it with the other slow Slurm modules.
+Costs 2-3 one-minute allocations, run beside the PreemptionCheckpointHandler job
+(tests/slurm/one_minute_jobs.py).
 The target no single allocation can reach, on a machine of any speed, comes from pacing (the
 example's --min_step_seconds): 2 workers x (floor(65 / 0.24) + 1) = 542 < 600 steps (see
 test_requeue_slurm's arithmetic).
@@ -10,43 +11,21 @@ test_requeue_slurm's arithmetic).
 
 from __future__ import annotations
 
-import math
 import re
-from pathlib import Path
 
 import pytest
-from data_paths import mnist_dir
-from slurm_harness import PYTHON, REPO
 
-MNIST = Path(mnist_dir())
-HAVE_MNIST = any((MNIST / f"t10k-images-idx3-ubyte{ext}").exists() for ext in ("", ".gz"))
-EXAMPLE = REPO / "examples" / "mnist_distributed" / "LaunchTFServerWithHooks.py"
-STEP_S, WORKERS, TARGET = 0.24, 2, 600
-ALLOCATION_S = 60 + 5  # -t 1 + the local cluster's KillWait
+from one_minute_jobs import HAVE_MNIST, MNIST, SUBMIT_TARGET as TARGET
 
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
 
 
-@pytest.mark.timeout(600)
-def test_submitted_job_requeues_and_resumes_to_the_target(slurm_cluster, tmp_path):
-    assert WORKERS * (math.floor(ALLOCATION_S / STEP_S) + 1) < TARGET  # by construction, not this machine's speed
-    model = tmp_path / "model"
-    res = slurm_cluster.run([
-        PYTHON, "-m", "tf_for_slurm", "submit", "--python", PYTHON, "--folder", str(tmp_path / "jobs"),
-        "-N", "3", "--ntasks-per-node", "1", "--ps", "1", "-t", "1", "--warn-margin", "15",
-        "--checkpoint-dir", str(model), "--target", str(TARGET), "--",
-        PYTHON, str(EXAMPLE), "--data_dir", str(MNIST), "--model_dir", str(model), "--Iterations", str(TARGET),
-        "--ps", "1", "--workers", str(WORKERS), "--NoIB", "--min_step_seconds", str(STEP_S)],
-        timeout=60, env={"PYTHONPATH": str(REPO)}, cwd=str(tmp_path))
-    assert res.returncode == 0, res.stderr
-    m = re.match(r"Submitted batch job (\d+)\n", res.stdout)
-    assert m, res.stdout
-    job = m.group(1)
-    try:
-        info = slurm_cluster.wait_job(job, 480)
-    finally:  # never leave a job requeueing itself under the next tests
-        slurm_cluster.run(["scancel", job], timeout=30)
-    folder = tmp_path / "jobs" / job
+@pytest.mark.timeout(660)
+def test_submitted_job_requeues_and_resumes_to_the_target(one_minute_jobs):
+    # submitted with the PreemptionCheckpointHandler job of test_preemption_slurm.py (tests/slurm/one_minute_jobs.py)
+    entry = one_minute_jobs["submit"]
+    info, model, job = entry["info"], entry["model"], entry["job"]
+    folder = entry["folder"]
     log = (folder / "job.out").read_text(errors="replace")
     chief = (folder / "task-1.out").read_text(errors="replace")  # worker 0, TensorFlow's chief
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-4000:], chief[-4000:])

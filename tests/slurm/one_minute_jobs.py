@@ -1,0 +1,79 @@
+"""Two 1-minute-limit jobs that must requeue to finish, submitted together and waited for together
+(the `one_minute_jobs` fixture, tests/slurm/conftest.py), so the suite pays the longest of them, not
+the sum: TensorFlow's PreemptionCheckpointHandler through the generic template
+(test_preemption_slurm.py) and a `tf-slurm submit -t 1` job (test_submit_requeue_slurm.py).
+Together they are 5 tasks on the 3-node cluster (2 + 3 of its 12 CPUs).
+
+Each target is one no allocation can reach on a machine of any speed, by pacing (the examples'
+--min_step_seconds): see each test module's arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from pathlib import Path
+from typing import Dict
+
+from data_paths import mnist_dir
+from slurm_harness import PYTHON, REPO
+
+MNIST = Path(mnist_dir())
+HAVE_MNIST = any((MNIST / f"t10k-images-idx3-ubyte{ext}").exists() for ext in ("", ".gz"))
+EXAMPLES = REPO / "examples" / "mnist_distributed"
+ALLOCATION_S = 60 + 5 + 0  # --time=1 + the local cluster's KillWait + OverTimeLimit
+# PreemptionCheckpointHandler (MWMS, 2 workers): synchronous steps, one pacer
+PCH_STEP_S, PCH_TARGET = 0.07, 1000
+# tf-slurm submit of the TF1 example (1 ps + 2 async workers, each its own pacer)
+SUBMIT_STEP_S, SUBMIT_WORKERS, SUBMIT_TARGET = 0.24, 2, 600
+
+
+def _pch(cluster, tmp: Path) -> Dict[str, object]:
+    model = tmp / "pch"
+    env = {"PYTHON": PYTHON, "TF_SLURM_REPO": str(REPO), "PYTHONPATH": str(REPO), "DATA_DIR": str(MNIST),
+           "WARN_MARGIN": "15", "LOG_LEVEL": "INFO", "IB": "NoIB", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "MODEL_DIR": str(model), "NUM_PS": "0", "TARGET": str(PCH_TARGET)}
+    res = cluster.run(["sbatch", "--parsable", "--time=1", "--signal=B:USR1@30", "-N2", "-n2",
+                       "-o", str(tmp / "pch-%j.out"), str(REPO / "scripts" / "tf_slurm_job.sh"),
+                       str(EXAMPLES / "tf2_preemption.py"), "--data_dir", str(MNIST), "--model_dir", str(model),
+                       "--Iterations", str(PCH_TARGET), "--min_step_seconds", str(PCH_STEP_S)],
+                      timeout=60, env=env, cwd=str(tmp))
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip().split(";")[0]
+    return {"job": job, "model": model, "log": tmp / f"pch-{job}.out"}
+
+
+def _submit(cluster, tmp: Path) -> Dict[str, object]:
+    model = tmp / "submit-model"
+    res = cluster.run([
+        PYTHON, "-m", "tf_for_slurm", "submit", "--python", PYTHON, "--folder", str(tmp / "jobs"),
+        "-N", "3", "--ntasks-per-node", "1", "--ps", "1", "-t", "1", "--warn-margin", "15",
+        "--checkpoint-dir", str(model), "--target", str(SUBMIT_TARGET), "--",
+        PYTHON, str(EXAMPLES / "LaunchTFServerWithHooks.py"), "--data_dir", str(MNIST), "--model_dir", str(model),
+        "--Iterations", str(SUBMIT_TARGET), "--ps", "1", "--workers", str(SUBMIT_WORKERS), "--NoIB",
+        "--min_step_seconds", str(SUBMIT_STEP_S)],
+        timeout=60, env={"PYTHONPATH": str(REPO)}, cwd=str(tmp))
+    assert res.returncode == 0, res.stderr
+    m = re.match(r"Submitted batch job (\d+)\n", res.stdout)
+    assert m, res.stdout
+    return {"job": m.group(1), "model": model, "folder": tmp / "jobs" / m.group(1), "stdout": res.stdout}
+
+
+def run_both(cluster, tmp: Path, timeout: float = 600) -> Dict[str, Dict[str, object]]:
+    """Submit both jobs, wait until both ended (each entry gains `info`: scontrol's view), and never
+    leave one requeueing itself under the next tests."""
+    assert math.floor(ALLOCATION_S / PCH_STEP_S) + 1 < PCH_TARGET  # by construction, not this machine's speed
+    assert SUBMIT_WORKERS * (math.floor(ALLOCATION_S / SUBMIT_STEP_S) + 1) < SUBMIT_TARGET
+    jobs: Dict[str, Dict[str, object]] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        jobs["pch"] = _pch(cluster, tmp)
+        jobs["submit"] = _submit(cluster, tmp)
+        for entry in jobs.values():
+            entry["info"] = cluster.wait_job(str(entry["job"]), max(10.0, deadline - time.monotonic()))
+    finally:
+        for entry in jobs.values():
+            if "info" not in entry:
+                cluster.run(["scancel", str(entry["job"])], timeout=30)
+    return jobs
