@@ -11,7 +11,7 @@ worker,worker` on this machine:
   restart    worker 1's command SIGKILLed as epoch `--kill-at` begins, TF_SLURM_MAX_RESTARTS=2: seconds
              from the kill to the hub's decision, to every command running again, to the first epoch
              `fit` begins after restoring its backup (which epoch: the backup's), the job's time, status;
-  no-restart the same kill with restarts off (the default): how soon the step fails; the job then has
+  no-restart the same kill with restarts off (TF_SLURM_MAX_RESTARTS=0): how soon the step fails; the job then has
              to be resubmitted (queue wait not counted) and resumes from the same backup.
 Prints one line per run; compare ratios within one run of this script (the machine is noisy).
 """
@@ -29,24 +29,11 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
+from _procs import pids_of  # bench/ is sys.path[0] when a bench runs
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "unmodified" / "tf2_mwms_backup.py"
 VICTIM_RANK = 1  # worker 1
-
-
-def _pids(rank: int) -> list:
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            env = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if len(argv) > 1 and argv[1].endswith(SCRIPT.name.encode()) and f"SLURM_PROCID={rank}".encode() in env:
-            out.append(int(name))
-    return out
 
 
 def run(args: argparse.Namespace, kill: bool, env_extra: Dict[str, str]) -> dict:
@@ -68,7 +55,7 @@ def run(args: argparse.Namespace, kill: bool, env_extra: Dict[str, str]) -> dict
                     if proc.poll() is not None:
                         raise SystemExit(f"the job ended before {needle!r}: {log}")
                     time.sleep(0.05)
-                for pid in _pids(VICTIM_RANK):
+                for pid in pids_of(SCRIPT.name, VICTIM_RANK):
                     os.kill(pid, signal.SIGKILL)
                 killed_at = time.time()
             proc.wait(timeout=900)

@@ -10,7 +10,7 @@ chief,ps,worker,worker` on this machine:
   restart   worker 1's command SIGKILLed once the coordinator trains, TF_SLURM_MAX_RESTARTS=2:
             the seconds until its command runs again (the supervisor's own figure), the job's time
             and status;
-  no-restart the same kill with restarts off (the default): how soon the step fails; the job then
+  no-restart the same kill with restarts off (TF_SLURM_MAX_RESTARTS=0): how soon the step fails; the job then
             has to be resubmitted and start over (queue wait not counted).
 Prints one line per run; compare ratios within one run of this script (the machine is noisy).
 """
@@ -28,25 +28,12 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
+from _procs import pids_of  # bench/ is sys.path[0] when a bench runs
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "unmodified" / "tf2_pss_fit.py"
 ROLES = "chief,ps,worker,worker"
 VICTIM_RANK = 3  # worker 1
-
-
-def _pids(rank: int) -> list:
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            env = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if len(argv) > 1 and argv[1].endswith(SCRIPT.name.encode()) and f"SLURM_PROCID={rank}".encode() in env:
-            out.append(int(name))
-    return out
 
 
 def run(epochs: int, kill: bool, env_extra: Dict[str, str]) -> dict:
@@ -64,7 +51,7 @@ def run(epochs: int, kill: bool, env_extra: Dict[str, str]) -> dict:
                     if proc.poll() is not None or time.monotonic() - start > 300:
                         raise SystemExit(f"the job ended or hung before training: {log}")
                     time.sleep(0.05)
-                for pid in _pids(VICTIM_RANK):
+                for pid in pids_of(SCRIPT.name, VICTIM_RANK):
                     os.kill(pid, signal.SIGKILL)
                 killed_at = time.monotonic()
             proc.wait(timeout=900)
