@@ -280,7 +280,7 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
         step.start(command)
     except OSError as exc:
         raise UsageError(bad_value("command", command[0], f"a program that runs ({exc.strerror})")) from None
-    step.arm_backstop()
+    threads.start_daemon(step.arm_backstop, name="backstop")  # its squeue never delays reading the warn file
     rc = step.wait(warn_file)
     status = first_failure("".join(step.errors), rc)
     _result(f"job {job}: srun exit status {rc}")
