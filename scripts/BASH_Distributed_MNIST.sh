@@ -46,7 +46,8 @@ MEM_PER_TASK_MB="${MEM_PER_TASK_MB:-}"  # empty: from the allocation (tf-slurm m
 PYTHON="${PYTHON:-python3}"             # the python that has tf_for_slurm and TensorFlow
 WARN_MARGIN="${WARN_MARGIN:-60}"        # seconds before the time limit at which the tasks stop and the
                                         # chief checkpoints (Slurm's warning may come up to 60 s early)
-MAX_REQUEUES="${MAX_REQUEUES:-${TF_SLURM_MAX_REQUEUES:-10}}"  # requeues after a time-limit warning or a retryable failure
+MAX_REQUEUES="${MAX_REQUEUES:-${TF_SLURM_MAX_REQUEUES:-10}}"  # requeues after a time-limit warning
+                                        # or a retryable failure (a task killed or lost)
 # -------------------------------------------------------------------------------------------------
 
 die() { echo "BASH_Distributed_MNIST.sh: error: $*" >&2; exit 2; }
@@ -132,7 +133,8 @@ echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParam
 # training stops at its next step and the chief checkpoints; exits with the first failing task's
 # status (srun's own is the highest, 143 for tasks it ended); and requeues the job when the warning
 # stopped training before ITERATIONS, or a task was killed or lost after the checkpoint advanced (at
-# most MAX_REQUEUES times; never after the program's own failure, 1-127, or a SIGTERM from scancel). The requeued run resumes from MODEL_DIR's last checkpoint.
+# most MAX_REQUEUES times; never after the program's own failure, 1-127, or a SIGTERM from scancel).
+# The requeued run resumes from MODEL_DIR's last checkpoint.
 "$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" --target "$ITERATIONS" --max-requeues "$MAX_REQUEUES" \
     --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
     srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \

@@ -123,7 +123,8 @@ echo "job $SLURM_JOB_ID: IB=$IB, chief=$CHIEF, ports: job-derived window: $TRAIN
 # training stops at its next step and the chief checkpoints; exits with the first failing task's
 # status (srun's own is the highest, 143 for tasks it ended); and requeues the job when the warning
 # stopped training before TARGET (when set), or a task was killed or lost after the checkpoint advanced
-# (at most MAX_REQUEUES times; never after the program's own failure, 1-127, or a SIGTERM from scancel). The requeued run resumes from MODEL_DIR's last checkpoint.
+# (at most MAX_REQUEUES times; never after the program's own failure, 1-127, or a SIGTERM from
+# scancel). The requeued run resumes from MODEL_DIR's last checkpoint.
 # No -n/-c/--mem: one value would apply to every component; srun takes each component's tasks and
 # memory from its allocation. (Slurm 22.05's srun does not pass the job's --cpus-per-task on: where a
 # component needs more CPUs per task, export SRUN_CPUS_PER_TASK, which applies to every component.)

@@ -133,7 +133,8 @@ echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParam
 # training stops at its next step and the chief checkpoints; exits with the first failing task's
 # status (srun's own is the highest, 143 for tasks it ended); and requeues the job when the warning
 # stopped training before TARGET (when set), or a task was killed or lost after the checkpoint advanced
-# (at most MAX_REQUEUES times; never after the program's own failure, 1-127, or a SIGTERM from scancel). The requeued run resumes from MODEL_DIR's last checkpoint.
+# (at most MAX_REQUEUES times; never after the program's own failure, 1-127, or a SIGTERM from
+# scancel). The requeued run resumes from MODEL_DIR's last checkpoint.
 "$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" ${TARGET:+--target "$TARGET"} --max-requeues "$MAX_REQUEUES" \
     --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
     srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \

@@ -306,13 +306,29 @@ def test_batch_step_stops_the_step_at_the_margin_when_no_warning_comes(fake_slur
     # the margin, and the job requeued, instead of running into the limit (the stand-in runs 30 s untold)
     tmp_path, env = fake_slurm
     t0 = time.monotonic()
-    rc, log = _batch_step(tmp_path, {**env, "FAKE_END": str(int(time.time()) + 33), "FAKE_LOOPS": "300"}, None,
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_END": str(int(time.time()) + 32), "FAKE_LOOPS": "300"}, None,
                           "--warn-margin", "30")
     assert rc == 0, log
     assert time.monotonic() - t0 < 15, log
     assert "no time-limit warning came by" in log and "passed SIGUSR1 on to the step" in log, log
     assert (tmp_path / "told").exists(), log
     assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"], log
+
+
+def test_batch_step_backstop_waits_again_when_the_limit_was_raised(monkeypatch):
+    # the timer fires at the old EndTime's margin; squeue now says later (scontrol update TimeLimit)
+    from tf_for_slurm.supervise import batch_step
+
+    step = batch_step._Step("77", 30.0)
+    calls = []
+    monkeypatch.setattr(step, "arm_backstop", lambda: calls.append("again"))
+    monkeypatch.setattr(step, "handle", lambda *args: calls.append("stop"))
+    monkeypatch.setattr(batch_step, "job_times", lambda job: (None, 2000.0))
+    step._backstop(1000.0)
+    assert calls == ["again"]
+    monkeypatch.setattr(batch_step, "job_times", lambda job: (None, 1000.0))  # unchanged: stop now
+    step._backstop(1000.0)
+    assert calls == ["again", "stop"]
 
 
 @pytest.mark.timeout(60)
