@@ -6,7 +6,8 @@
 The REAL hub (tf_for_slurm.supervisor.Hub) runs in its own process for a localhost plan (chief +
 N-1 workers, strategy mwms, the chief's command a long `sleep`); the N-1 other tasks' supervisors
 are simulated by a few processes (`--sims`, each a selectors loop driving its share of raw TCP
-connections) that speak the wire protocol as `Spoke` does: `hello <rank> local.0`, `hb` every
+connections) that speak the wire protocol as `Spoke` does: `hello <rank> local.0 <nonce>`, the
+hub's `challenge` checked and answered with `proof` (the step's key from TF_SLURM_SECRET, set here), `hb` every
 TF_SLURM_HEARTBEAT seconds after the hub's `ok`, `bye 143` when told `end` (and close on `ack`),
 `exit <status>` (close on `ack`).  A fraction `--unreachable` of the tasks never connects (their
 node is not reachable): the hub must spend nothing on them.  Timing comes from the environment as
@@ -94,7 +95,8 @@ def hub_main(argv) -> int:
     plan = localhost_plan(["chief"] + ["worker"] * (a.size - 1), [1] * a.size, my_rank=0)
     plan = dataclasses.replace(plan, tasks=(plan.tasks[0]._replace(aux_port=a.port),) + plan.tasks[1:])
     hub = Hub(plan, step_roles(plan.tasks, a.strategy), a.cmd, dict(os.environ), Timing.from_env(os.environ),
-              status_file=job_folder.status_path(os.environ))  # TF_SLURM_STATUS_FILE: the cost with it on
+              status_file=job_folder.status_path(os.environ),  # TF_SLURM_STATUS_FILE: the cost with it on
+              key=_key())  # TF_SLURM_STATUS_FILE: the cost with it on
     out_lock = threading.Lock()
 
     def say(text: str) -> None:
@@ -105,7 +107,7 @@ def hub_main(argv) -> int:
     def control() -> None:  # blocked in read: costs the hub nothing while waiting
         for line in sys.stdin:
             if line.strip() == "accepted":
-                say(f"accepted {hub.accepted}")
+                say(f"accepted {hub.gate.accepted}")
 
     threading.Thread(target=control, daemon=True).start()
     say("ready")
@@ -117,11 +119,19 @@ def hub_main(argv) -> int:
 # ---------------------------------------------------------------------------------------------
 # a simulator process: many spokes' connections in one selectors loop
 # ---------------------------------------------------------------------------------------------
+def _key() -> bytes:
+    sys.path.insert(0, str(ROOT))
+    from tf_for_slurm.host.step_secret import step_key
+
+    return step_key(os.environ, TAG)
+
+
 class _SimConn:
-    __slots__ = ("rank", "sock", "inbuf", "connecting", "joined", "silent", "done", "last_hb", "heartbeat")
+    __slots__ = ("rank", "sock", "inbuf", "connecting", "joined", "silent", "done", "last_hb", "heartbeat", "nonce")
 
     def __init__(self, rank: int, sock: socket.socket):
         self.rank, self.sock, self.inbuf = rank, sock, b""
+        self.nonce = ""
         self.connecting = True
         self.joined = self.silent = self.done = False  # done: exit/bye sent or end received: no more hb
         self.last_hb = 0.0
@@ -136,6 +146,9 @@ def sim_main(argv) -> int:
     p.add_argument("--heartbeat", type=float, required=True)
     a = p.parse_args(argv)
     _raise_nofile()
+    step_key_ = _key()
+    from tf_for_slurm.supervise.handshake import new_nonce, proof, proof_ok
+
     sel = selectors.DefaultSelector()
     os.set_blocking(0, False)
     sel.register(0, selectors.EVENT_READ, "ctl")
@@ -189,7 +202,8 @@ def sim_main(argv) -> int:
             retry.append((time.monotonic() + 0.05, c.rank))
             return
         sel.modify(c.sock, selectors.EVENT_READ, c)
-        send(c, f"hello {c.rank} {TAG}")
+        c.nonce = new_nonce()
+        send(c, f"hello {c.rank} {TAG} {c.nonce}")
 
     def on_readable(c: _SimConn) -> None:
         try:
@@ -206,7 +220,13 @@ def sim_main(argv) -> int:
         *lines, c.inbuf = (c.inbuf + data).split(b"\n")
         for line in lines:
             parts = line.decode().split()
-            if parts[:1] == ["ok"]:  # `ok <heartbeat seconds>`: the interval the hub asks for
+            if parts[:1] == ["challenge"]:  # the hub proves itself; then we do
+                if not proof_ok(step_key_, parts[2], "hub", TAG, c.rank, c.nonce, parts[1]):
+                    st["errors"] += 1
+                    close(c)
+                    return
+                send(c, f"proof {proof(step_key_, 'spoke', TAG, c.rank, parts[1], c.nonce)}")
+            elif parts[:1] == ["ok"]:  # `ok <heartbeat seconds>`: the interval the hub asks for
                 if len(parts) == 2:
                     c.heartbeat = float(parts[1])
                 c.joined = True
@@ -713,6 +733,8 @@ def main(argv=None) -> int:
     p.add_argument("--strict", action="store_true", help="exit 1 when a figure misses its target")
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_args(argv)
+    if not os.environ.get("TF_SLURM_SECRET"):  # the hub and the simulated spokes derive one key from it
+        os.environ["TF_SLURM_SECRET"] = os.urandom(32).hex()
     _raise_nofile()
     timing = _timing_env()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]

@@ -19,6 +19,7 @@ import pytest
 
 from cli_runs import clean_env
 from envs import step_env
+from wire_peer import SECRET, answer_as_hub, key_for
 from tf_for_slurm.host.slurm import under_exec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -515,18 +516,22 @@ def test_a_spoke_waiting_for_an_unanswered_report_does_not_spin():
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
+    env["TF_SLURM_SECRET"] = SECRET
+
     def serve():
         conn, _ = hub.accept()
         with conn:
-            buf = b""
+            pending = bytearray()
+            proven, _seen = answer_as_hub(conn, key_for("4242.0"), "4242.0", pending)
+            assert proven
+            conn.sendall(b"ok 0.2\n")
+            got.append(b"ok")
+            buf = bytes(pending)
             while b"exit" not in buf:
                 data = conn.recv(4096)
                 if not data:
                     return
                 buf += data
-                if b"hello" in buf and b"ok" not in b"".join(got):
-                    conn.sendall(b"ok 0.2\n")
-                    got.append(b"ok")
             reported.update(at=time.monotonic(), cpu=cpu_seconds(spoke[0]))
             got.append(buf)
             time.sleep(5)

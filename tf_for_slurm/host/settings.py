@@ -67,6 +67,11 @@ SILENCE = _setting("TF_SLURM_SILENCE", "seconds", "10", "without a heartbeat: th
 CONNECT_GRACE = _setting("TF_SLURM_CONNECT_GRACE", "seconds", "300", "for a supervisor to reach the chief's")
 REPORT_WAIT = _setting("TF_SLURM_REPORT_WAIT", "seconds", "5", "a supervisor waits this long for the ack of its "
                        "command's exit")
+SECRET = _setting("TF_SLURM_SECRET", "text", None, "the secret a step's supervisors prove to each other "
+                 "(at least 32 characters; batch-step and `tf-slurm local` set a fresh one when unset; else from "
+                 "TF_SLURM_KEY_FILE); never printed")
+KEY_FILE = _setting("TF_SLURM_KEY_FILE", "text", "~/.tf_slurm/key", "without TF_SLURM_SECRET: the per-user key the "
+                    "step's secret is derived from (created 0600 when missing; the same file on every node)")
 SUPERVISE = _setting("TF_SLURM_SUPERVISE", "flag", "1", "`0`: launch() does not re-run itself under exec")
 DEVICE_FILTERS = _setting("TF_SLURM_DEVICE_FILTERS", "flag", "1", "`0`: no device filters for TF1 tasks under exec "
                             "and GetServerDictionary")

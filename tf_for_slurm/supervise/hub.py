@@ -8,12 +8,10 @@ supervisor (spoke.py) keeps ONE connection to it.  What it hears goes into a `St
 
 from __future__ import annotations
 
-import errno
 import logging
 import resource
 import selectors
 import signal
-import socket
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -25,9 +23,10 @@ from tf_for_slurm.plan.step_status import snapshot, summary_lines
 from tf_for_slurm.plan.step_watch import Action, Regroup, Restart, StepWatch
 from tf_for_slurm.plan.strategy import StepRoles
 from tf_for_slurm.supervise.child_process import LOGGER, SUMMARY_LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.handshake import MAX_PENDING, Gate
 from tf_for_slurm.supervise.progress_watch import ProgressWatch
 from tf_for_slurm.supervise.status_file import StatusFile
-from tf_for_slurm.supervise.wire import Conn, Timing, heartbeat_interval, listen, note_failure
+from tf_for_slurm.supervise.wire import Conn, Timing, heartbeat_interval, listen, note_failure, parse_status
 
 log = logging.getLogger(LOGGER)
 summary = logging.getLogger(SUMMARY_LOGGER)
@@ -52,8 +51,9 @@ class Hub:
 
     def __init__(self, plan: ClusterPlan, roles: StepRoles, argv: Sequence[str], env: Mapping[str, str],
                  timing: Timing, launch_report: Optional[str] = None, status_file: Optional[str] = None,
-                 policy: Optional[RestartPolicy] = None):
+                 policy: Optional[RestartPolicy] = None, *, key: bytes):
         self.plan, self.roles, self.argv, self.env, self.timing = plan, roles, argv, env, timing
+        self.key = key  # the step's key (host/step_secret.py): a peer proves it holds it before it counts
         self.policy = policy or RestartPolicy()
         self.launch_report = launch_report
         me = plan.me
@@ -68,7 +68,7 @@ class Hub:
         self.tag = f"{plan.job_id}.{plan.step_id}"
         self.names = {t.rank: f"{t.role} {t.index} (rank {t.rank}, {t.node})" for t in plan.tasks}
         self.conns: Dict[int, Conn] = {}  # rank -> joined connection
-        self.accepted = 0  # connections accepted (one per task: the benchmark checks it)
+        self.gate = Gate(key, self.tag, plan.size, self.rank)  # connections not yet proven
         self._failure_noted = False
         self.child: Optional[Child] = None
         self.watch: Optional[StepWatch] = None
@@ -85,7 +85,7 @@ class Hub:
     def run(self) -> int:
         """Supervise the step until it is over; the status this task (and the step) ends with."""
         plan, timing, my_rank = self.plan, self.timing, self.rank
-        _raise_fd_limit(plan.size)
+        _raise_fd_limit(2 * plan.size + MAX_PENDING)  # joined, and as many still proving themselves
         server = listen(self.port, self.names[my_rank])
         wake = Wake()
         sel = selectors.DefaultSelector()
@@ -119,7 +119,7 @@ class Hub:
                     for key, _mask in events:
                         conn = key.data
                         if conn == "listen":
-                            self._accept(server, sel)
+                            self.gate.accept(server, sel, now, lambda c: self._drop(c, sel))
                         elif conn == "wake":
                             wake.drain()
                         elif conn.rank is not None and not conn.inbuf and self._heartbeat_only(conn):
@@ -146,6 +146,7 @@ class Hub:
                             self._apply(watch.exit(my_rank, 127, now))
                     if now >= next_tick:
                         self._apply(watch.tick(now))
+                        self.gate.expire(sel, server, now, lambda c: self._drop(c, sel))
                         next_tick = now + 0.5
                     self._log(watch, my_rank)
                     self._write_status(watch, now)
@@ -162,6 +163,7 @@ class Hub:
                 child.reap_group()
             for conn in self.conns.values():
                 conn.sock.close()
+            self.gate.close()
             sel.close()
             server.close()
             wake.close()
@@ -225,27 +227,13 @@ class Hub:
             if failure.rank != my_rank and failure.rank not in watch.exited:  # lost: nobody else can say
                 note_failure(self.launch_report, failure.rank, failure.status)
 
-    def _accept(self, server: socket.socket, sel: selectors.BaseSelector) -> None:
-        for _ in range(1024):  # a burst of connections: take what is queued, then serve others
-            try:
-                sock, _peer = server.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE):
-                    log.error("out of file descriptors accepting task connections (ulimit -n)")
-                return
-            self.accepted += 1
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sel.register(sock, selectors.EVENT_READ, Conn(sock))
-
     def _drop(self, conn: Conn, sel: selectors.BaseSelector) -> None:
         try:
             sel.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
         conn.sock.close()
+        self.gate.forget(conn)
         if conn.rank is not None and self.conns.get(conn.rank) is conn:
             del self.conns[conn.rank]
 
@@ -281,49 +269,58 @@ class Hub:
             if not parts:
                 continue
             if conn.rank is None:
-                reason = self._hello(parts)
-                if reason:
-                    log.warning("refused a connection: %s (%r)", reason, line[:80])
-                    conn.send(f"error {reason}")
-                    self._drop(conn, sel)
+                if not self._handshake(conn, parts, sel, watch, now):
                     return
-                conn.rank = int(parts[1])
-                self.conns[conn.rank] = conn
-                conn.send(f"ok {self.heartbeat:g}")
-                log.debug("%s joined", self.names[conn.rank])
-                self._apply(watch.join(conn.rank, now))
                 continue
             watch.hear(conn.rank, now)
-            if parts[0] == "hb":
+            if parts == ["hb"]:
                 continue
             if parts == ["started"]:
                 watch.started(conn.rank, now)
                 continue
-            if parts[0] in ("exit", "bye") and len(parts) == 2 and parts[1].lstrip("-").isdigit():
-                if parts[0] == "exit":
-                    actions = watch.exit(conn.rank, int(parts[1]), now)
-                    again = [a for a in actions if isinstance(a, Restart) and a.rank == conn.rank]
-                    self._apply(actions)  # the first failure is noted before the task itself can exit
-                    conn.send(f"restart {again[0].delay:g}" if again else "ack")
-                else:
-                    conn.send("ack")
-                    log.debug("%s ended its command (status %s)", self.names[conn.rank], parts[1])
-                    watch.bye(conn.rank)
-                continue
-            log.warning("ignored a malformed message %r from %s", line[:80], self.names[conn.rank])
+            status = parse_status(parts[1]) if len(parts) == 2 and parts[0] in ("exit", "bye") else None
+            if status is None:  # our own spokes send nothing else: a bug, not a message
+                log.error("protocol error from %s: %r; dropping its connection", self.names[conn.rank], line[:80])
+                rank = conn.rank
+                self._drop(conn, sel)
+                self._apply(watch.closed(rank, now))
+                return
+            if parts[0] == "exit":
+                actions = watch.exit(conn.rank, status, now)
+                again = [a for a in actions if isinstance(a, Restart) and a.rank == conn.rank]
+                self._apply(actions)  # the first failure is noted before the task itself can exit
+                ok = conn.send(f"restart {again[0].delay:g}" if again else "ack")
+            else:
+                ok = conn.send("ack")
+                log.debug("%s ended its command (status %d)", self.names[conn.rank], status)
+                watch.bye(conn.rank)
+            if not ok:
+                rank = conn.rank
+                self._drop(conn, sel)
+                self._apply(watch.closed(rank, now))
+                return
 
-    def _hello(self, parts: List[str]) -> Optional[str]:
-        """None when `hello <rank> <job>.<step>` names a task of this step not yet joined."""
-        if len(parts) != 3 or parts[0] != "hello" or not parts[1].isdigit():
-            return "malformed"
-        if parts[2] != self.tag:
-            return "other-job"
-        rank = int(parts[1])
-        if rank >= self.plan.size or rank == self.plan.my_rank:
-            return "unknown-task"
-        if rank in self.conns:
-            return "duplicate-task"
-        return None
+    def _handshake(self, conn: Conn, parts: List[str], sel: selectors.BaseSelector, watch: StepWatch,
+                   now: float) -> bool:
+        """A line of a connection not yet proven (handshake.Gate); False when it was dropped."""
+        verdict = self.gate.line(conn, parts, now)
+        if verdict is True:
+            return True
+        if verdict is False:
+            self._drop(conn, sel)
+            return False
+        rank = int(verdict)
+        if rank in self.conns:  # proven, so it is ours: a second supervisor for one task
+            log.warning("refused a second connection of %s (duplicate-task)", self.names[rank])
+            conn.send("error duplicate-task")
+            self._drop(conn, sel)
+            return False
+        conn.rank = rank
+        self.conns[rank] = conn
+        conn.send(f"ok {self.heartbeat:g}")
+        log.debug("%s joined", self.names[rank])
+        self._apply(watch.join(rank, now))
+        return True
 
     def _reason(self, status: int) -> str:
         """One line for the ended task's log: why the step ends (ASCII, no newline)."""

@@ -29,6 +29,7 @@ from typing import IO, BinaryIO, Callable, List, Mapping, Optional, Sequence, Se
 
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, threads
+from tf_for_slurm.host.step_secret import with_secret
 from tf_for_slurm.supervise.child_process import exit_status, parent_death_signal
 from tf_for_slurm.supervise.emulated_step import (
     Layout,
@@ -167,6 +168,7 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
     base_env = settings.environ() if base_env is None else base_env
     if job_dir is not None:
         base_env = {**base_env, settings.JOB_DIR: os.path.abspath(job_dir)}
+    base_env = with_secret(base_env)  # every task's supervisor proves this step's secret to the others
     stdout = stdout if stdout is not None else sys.stdout.buffer
     stderr = stderr if stderr is not None else sys.stderr.buffer
     width = len(str(layout.ntasks - 1))

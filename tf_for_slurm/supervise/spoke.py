@@ -18,7 +18,7 @@ import selectors
 import signal
 import socket
 import time
-from typing import Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence
 
 from tf_for_slurm.errors import PlanError
 from tf_for_slurm.host import settings
@@ -26,8 +26,9 @@ from tf_for_slurm.plan.cluster import ClusterPlan, Task
 from tf_for_slurm.plan.restart_policy import RestartPolicy, could_restart
 from tf_for_slurm.plan.step_watch import LOST_STATUS
 from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.handshake import answer_challenge, hello_line, new_nonce
 from tf_for_slurm.supervise.progress_watch import ProgressWatch
-from tf_for_slurm.supervise.wire import Conn, Timing, keepalive, note_failure
+from tf_for_slurm.supervise.wire import Conn, Timing, keepalive, note_failure, parse_delay, parse_status
 
 log = logging.getLogger(LOGGER)
 
@@ -38,8 +39,9 @@ class Spoke:
 
     def __init__(self, plan: ClusterPlan, hub_task: Task, argv: Sequence[str], env: Mapping[str, str],
                  timing: Timing, launch_report: Optional[str] = None, policy: Optional[RestartPolicy] = None,
-                 strategy: str = ""):
+                 strategy: str = "", *, key: bytes):
         self.plan, self.hub, self.argv, self.env, self.timing = plan, hub_task, argv, env, timing
+        self.key = key  # the step's key (host/step_secret.py): the hub proves it holds it, then we do
         self.policy = policy or RestartPolicy()
         self.strategy = strategy
         self.launch_report = launch_report
@@ -47,7 +49,10 @@ class Spoke:
             raise PlanError(f"aux_port of the chief {hub_task.role}:{hub_task.index} is None: expected a second "
                             f"port for the step's supervisor; reserve 2 ports per task or set {settings.BASE_PORT}")
         self.rank: int = plan.me.rank
-        self.hello = f"hello {self.rank} {plan.job_id}.{plan.step_id}"
+        self.tag = f"{plan.job_id}.{plan.step_id}"
+        self.nonce = ""  # this connection's nonce (a new one for every connection)
+        self.verified = False  # the hub proved it holds the step's key on this connection
+        self.impostors = 0  # answers at the hub's address that could not prove it
         self.heartbeat = timing.heartbeat  # the hub may ask for a longer interval in its `ok`
         self.hub_name = (f"the step's supervisor on {hub_task.role} {hub_task.index} "
                          f"({hub_task.host}:{hub_task.aux_port})")
@@ -121,7 +126,8 @@ class Spoke:
                         if result is not None:
                             return result
                     elif not self.joined and not self.lost and now - start > timing.connect_grace:
-                        self._lose(sel, child, f"not reachable within {timing.connect_grace:g} s")
+                        self._lose(sel, child,
+                                   f"not reachable within {timing.connect_grace:g} s{self._impostor_note()}")
                     if child is not None:
                         child.tick(now)
                         hung = self.progress.check(child, now)
@@ -272,8 +278,9 @@ class Spoke:
             return
         keepalive(sock, self.timing)
         self.conn = Conn(sock)
+        self.nonce, self.verified = new_nonce(), False
         sel.register(sock, selectors.EVENT_READ, "conn")
-        if not self.conn.send(self.hello):
+        if not self.conn.send(hello_line(self.rank, self.tag, self.nonce)):
             self._close(sel)
             self._backoff(time.monotonic())
         else:
@@ -287,6 +294,20 @@ class Spoke:
             except (KeyError, ValueError):
                 pass
             conn.sock.close()
+
+    def _impostor_note(self) -> str:
+        if not self.impostors:
+            return ""
+        return (f"; {self.impostors} answer(s) there failed authentication: another program holds the port, or the "
+                f"tasks do not share {settings.SECRET} (or the same {settings.KEY_FILE} on every node)")
+
+    def _not_the_hub(self, sel: selectors.BaseSelector, why: str) -> None:
+        """What answered has not proven it is the hub: nothing it said counts; try again later."""
+        self.impostors += 1
+        log.debug("the answer at %s:%s is not the step's supervisor (%s): trying again", self.hub.host,
+                  self.hub.aux_port, why)
+        self._close(sel)
+        self._backoff(time.monotonic())
 
     def _read(self, sel: selectors.BaseSelector, child: Optional[Child]) -> bool:
         """Handle what the hub sent; True when it just accepted us."""
@@ -306,49 +327,65 @@ class Spoke:
         accepted = False
         for line in lines:
             parts = line.split()
-            if parts[:1] == ["ok"]:
-                self.joined = accepted = True
-                if len(parts) == 2:
-                    try:
-                        self.heartbeat = min(max(float(parts[1]), 0.05), self.timing.silence / 2)
-                    except ValueError:
-                        pass
-            elif len(parts) >= 2 and parts[0] == "end" and parts[1].lstrip("-").isdigit():
-                if self.told is None and not self.lost:
-                    self.restart_at = self.regroup = None  # told to end while waiting: the old status is reported
-                    self.told = int(parts[1])
-                    why = line.split(None, 2)[2] if len(parts) > 2 else ""
-                    log.log(logging.INFO if self.told == 0 else logging.ERROR,
-                            "ending this task: %s (step status %d)", why or "told by the step's supervisor", self.told)
-                    if child is not None:
-                        child.end(self.timing.kill_grace)
-            elif parts == ["ack"]:
-                self.acked = True
-            elif len(parts) == 2 and parts[0] == "restart" and self.sent and not self.acked:
-                try:
-                    delay = min(max(float(parts[1]), 0.0), 3600.0)
-                except ValueError:
-                    log.warning("ignored a malformed message %r from %s", line[:80], self.hub_name)
-                    continue
-                if self.told is None and not self.lost:
-                    log.warning("%s restarts this task's command in %g s", self.hub_name, delay)
-                    self.restart_at = time.monotonic() + delay
-                    self.sent = False  # the answer came: a new report is due when the next command ends
-            elif len(parts) == 2 and parts[0] == "regroup":
-                try:
-                    delay = min(max(float(parts[1]), 0.0), 3600.0)
-                except ValueError:
-                    log.warning("ignored a malformed message %r from %s", line[:80], self.hub_name)
-                    continue
-                # not when its own exit is on its way: the hub answers that one with `restart`
-                if self.told is None and not self.lost and not self.sent and self.restart_at is None:
-                    log.warning("%s restarts every task: ending this task's command, to start it again %g s "
-                                "after it ends", self.hub_name, delay)
-                    self.regroup = delay
-                    if child is not None and child.status is None:
-                        child.end(self.timing.kill_grace)
-            elif parts[:1] == ["error"]:
-                log.error("%s refused this task: %s", self.hub_name, " ".join(parts[1:]))
-                self._lose(sel, child, "refused")
+            if not parts:
+                continue
+            if not self.verified:  # the hub proves itself first: before that, nothing counts
+                answer = answer_challenge(self.key, self.tag, self.rank, self.nonce, parts)
+                if answer is None or not self.conn.send(answer):
+                    self._not_the_hub(sel, f"{parts[0][:20]!r} before proving itself" if answer is None
+                                      else "the connection failed")
+                    return False
+                self.verified = True
+                continue
+            if not self._command(parts, line, sel, child):
                 return False
+            if parts[0] == "ok":
+                accepted = True
         return accepted
+
+    def _command(self, parts: List[str], line: str, sel: selectors.BaseSelector, child: Optional[Child]) -> bool:
+        """One line from the proven hub; False when the connection was given up."""
+        head = parts[0]
+        if head == "ok" and len(parts) == 2 and not self.joined:
+            delay = parse_delay(parts[1])
+            if delay is not None:
+                self.joined = True
+                self.heartbeat = min(max(delay, 0.05), self.timing.silence / 2)
+                return True
+        elif head == "end" and len(parts) >= 2 and parse_status(parts[1]) is not None:
+            if self.told is None and not self.lost:
+                self.restart_at = self.regroup = None  # told to end while waiting: the old status is reported
+                self.told = parse_status(parts[1])
+                why = line.split(None, 2)[2] if len(parts) > 2 else ""
+                log.log(logging.INFO if self.told == 0 else logging.ERROR,
+                        "ending this task: %s (step status %d)", why or "told by the step's supervisor", self.told)
+                if child is not None:
+                    child.end(self.timing.kill_grace)
+            return True
+        elif parts == ["ack"]:
+            self.acked = True
+            return True
+        elif head == "restart" and len(parts) == 2 and parse_delay(parts[1]) is not None:
+            if self.sent and not self.acked and self.told is None and not self.lost:
+                delay = parse_delay(parts[1]) or 0.0
+                log.warning("%s restarts this task's command in %g s", self.hub_name, delay)
+                self.restart_at = time.monotonic() + delay
+                self.sent = False  # the answer came: a new report is due when the next command ends
+            return True
+        elif head == "regroup" and len(parts) == 2 and parse_delay(parts[1]) is not None:
+            # not when its own exit is on its way: the hub answers that one with `restart`
+            if self.told is None and not self.lost and not self.sent and self.restart_at is None:
+                delay = parse_delay(parts[1]) or 0.0
+                log.warning("%s restarts every task: ending this task's command, to start it again %g s "
+                            "after it ends", self.hub_name, delay)
+                self.regroup = delay
+                if child is not None and child.status is None:
+                    child.end(self.timing.kill_grace)
+            return True
+        elif head == "error":
+            log.error("%s refused this task: %s", self.hub_name, " ".join(parts[1:])[:80])
+            self._lose(sel, child, "refused")
+            return False
+        log.error("protocol error from %s: %r; closing the connection", self.hub_name, line[:80])
+        self._lose(sel, child, "protocol error")
+        return False

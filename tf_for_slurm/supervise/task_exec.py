@@ -21,6 +21,7 @@ from tf_for_slurm.errors import PlanError, UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings, slurm
 from tf_for_slurm.host.environment import plan_from_env
 from tf_for_slurm.host.network import ensure_bindable
+from tf_for_slurm.host.step_secret import step_key
 from tf_for_slurm.host.stop_request import DEFAULT_HOLD, ENV_HOLD
 from tf_for_slurm.host.task_env import SHIM_DIR, task_env
 from tf_for_slurm.plan.cluster import ClusterPlan
@@ -41,8 +42,14 @@ class ChildEnv:
     """The command's environment, and what to clean up after it."""
 
     variables: Dict[str, str]
-    spill_dir: Optional[str] = None
+    private_dir: Optional[str] = None  # this task's 0700 folder (spill file, progress file): removed at the end
     notes: List[str] = field(default_factory=list)
+
+    @property
+    def spill_dir(self) -> Optional[str]:
+        """The private folder when it holds the spilled TF_CONFIG (the command then runs as a child, so
+        the file can be removed after it), else None."""
+        return self.private_dir if settings.TF_CONFIG_FILE in self.variables else None
 
 
 def keras_variables(env: Mapping[str, str], multi_task: bool, strategy: str,
@@ -98,16 +105,14 @@ def restart_policy(env: Mapping[str, str], max_restarts: Optional[int] = None,
 
 
 def _private_dir(base: str, tag: str) -> str:
-    """A directory only this user can read, for one job's spilled TF_CONFIG files."""
-    path = os.path.join(base, f"tf_slurm.{os.getuid()}.{tag}")
+    """A new folder only this user can use (0700, a random name made with O_EXCL semantics), for one
+    task's spilled TF_CONFIG and progress file.  Why random: other users can write to TMPDIR and see
+    job ids; a predictable name lets them plant the folder (exec fails), a file or a symlink first."""
     try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        st = os.lstat(path)
-        if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-            raise PlanError(bad_value("TMPDIR", base, f"a directory where {path} is ours and private "
-                                                      "(it exists with other owner or mode)")) from None
-    return path
+        return tempfile.mkdtemp(prefix=f"tf_slurm.{tag}.", dir=base)
+    except OSError as exc:
+        raise PlanError(bad_value("TMPDIR", base, f"a directory where this user can make a private folder "
+                                                  f"({exc.strerror})")) from None
 
 
 def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str], *,
@@ -137,17 +142,17 @@ def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str
         variables[settings.RECOVERY_WAIT] = f"{settings.recovery_wait(env):g}"
         log.info("device filters %s for this task's TensorFlow server (--no-device-filters to turn off)",
                  ",".join(filters))
-    if progress:
-        base = env.get("TMPDIR") or tempfile.gettempdir()
-        variables[settings.PROGRESS_FILE] = os.path.join(
-            base, f"tf_slurm_progress.{os.getuid()}.{plan.job_id}.{plan.step_id}.{me.rank}")
     if env.get(ENV_HOLD) is None:  # see stop_request.hold_warning_signals
         variables[ENV_HOLD] = f"{DEFAULT_HOLD:g}"
-    if tenv.spill:
-        base = env.get("TMPDIR") or tempfile.gettempdir()
-        out.spill_dir = _private_dir(base, f"{plan.job_id}.{plan.step_id}.{me.rank}")
-        path = os.path.join(out.spill_dir, "tf_config.json")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    folder: Optional[str] = None
+    if progress or tenv.spill:  # one private folder per task, removed when exec ends
+        folder = out.private_dir = _private_dir(env.get("TMPDIR") or tempfile.gettempdir(),
+                                                f"{plan.job_id}.{plan.step_id}.{me.rank}")
+    if progress and folder:  # the supervisor creates the file as each run of the command starts
+        variables[settings.PROGRESS_FILE] = os.path.join(folder, "progress")
+    if tenv.spill and folder:
+        path = os.path.join(folder, "tf_config.json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(tenv.full_tf_config)
         variables[settings.TF_CONFIG_FILE] = path
@@ -190,20 +195,22 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
     child = child_environment(plan, roles, env, device_filters=device_filters,
                               progress=timing.progress_deadline > 0 and plan.size > 1 and supervise)
     child_env = {**env, **child.variables}
+    child_env.pop(settings.SECRET, None)  # the supervisors' only: the command has no use for it
     report = env.get(LAUNCH_REPORT) or None
     try:
         if plan.size == 1 or not supervise:
             if child.spill_dir is None:
                 return _exec(command, child_env)
             return _run_plain(command, child_env)
+        key = step_key(env, f"{plan.job_id}.{plan.step_id}")
         if me.rank == roles.chief_rank:
             return Hub(plan, roles, command, child_env, timing, report, status_file=job_folder.status_path(env),
-                       policy=policy).run()
+                       policy=policy, key=key).run()
         return Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report, policy=policy,
-                     strategy=roles.strategy).run()
+                     strategy=roles.strategy, key=key).run()
     finally:
-        if child.spill_dir is not None:
-            shutil.rmtree(child.spill_dir, ignore_errors=True)
+        if child.private_dir is not None:
+            shutil.rmtree(child.private_dir, ignore_errors=True)
 
 
 def _exec(command: List[str], env: Mapping[str, str]) -> int:

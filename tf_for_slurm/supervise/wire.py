@@ -1,12 +1,21 @@
-"""What the hub and the spokes share: their timing, the line protocol and its sockets.
+"""What the hub and the spokes share: their timing, the line protocol, its proofs and its sockets.
 
-Wire protocol, one ASCII line per message:
-  spoke -> hub: ``hello <rank> <job>.<step>``, ``hb``, ``exit <status>``, ``bye <status>``, ``started``
-                (its command runs again after a restart)
-  hub -> spoke: ``ok <heartbeat seconds>``, ``error <reason>``, ``end <status> <why>``, ``ack`` (for exit/bye),
+Wire protocol, one ASCII line per message.  First the handshake: each side proves it holds the
+step's key (host/step_secret.py) before a line of the other counts; the hub proves first, so a
+spoke never obeys a program that merely answers at the hub's address:
+  spoke -> hub: ``hello <rank> <job>.<step> <spoke nonce>``
+  hub -> spoke: ``challenge <hub nonce> <hub proof>``  (HMAC-SHA256 over "hub", the tag, the rank, both nonces)
+  spoke -> hub: ``proof <spoke proof>``               (the same over "spoke" and the nonces the other way round)
+  hub -> spoke: ``ok <heartbeat seconds>`` or ``error <reason>``
+Then:
+  spoke -> hub: ``hb``, ``exit <status>``, ``bye <status>``, ``started`` (its command runs again after a restart)
+  hub -> spoke: ``end <status> <why>``, ``ack`` (for exit/bye),
                 ``restart <delay seconds>`` (instead of ``ack`` for an exit: start the command again in place),
                 ``regroup <delay seconds>`` (its group restarts: end the command, start it again that long after
                 it ended, no exit report)
+A status is 0-255 in plain digits; a delay 0-3600 s.  Anything else is a protocol error: the
+connection is dropped, never a crash.  Every buffer is bounded (a line, a connection's queued
+output, the connections still proving themselves).
 
 Why a module of its own: both ends must agree on these; the hub (hub.py) and the spokes
 (spoke.py) each keep only their side of the conversation.
@@ -15,7 +24,9 @@ Why a module of its own: both ends must agree on these; the hub (hub.py) and the
 from __future__ import annotations
 
 import logging
+import math
 import os
+import re
 import socket
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional
@@ -27,6 +38,9 @@ from tf_for_slurm.supervise.child_process import LOGGER
 log = logging.getLogger(LOGGER)
 
 MAX_LINE = 256  # a longer unfinished line is not the protocol: the connection is dropped
+MAX_OUTBUF = 64 * 1024  # bytes queued for a peer that does not read: it is dropped
+MAX_DELAY = 3600.0  # a restart or regroup delay
+_STATUS = re.compile(r"[0-9]{1,3}")
 MAX_HEARTBEATS_PER_SECOND = 1000  # what the hub should receive, whatever the step's size
 
 
@@ -111,9 +125,15 @@ class Conn:
     def __init__(self, sock: socket.socket):
         self.sock = sock
         self.inbuf = b""
-        self.outbuf = b""
-        self.rank: Optional[int] = None
+        self.outbuf = bytearray()
+        self.rank: Optional[int] = None  # set once the peer proved it is this task
         self.pending_eof = False  # the peer closed: handle what it sent first, then the close
+        # the handshake (hub side): the rank the hello claims, both nonces, when it must be done
+        self.claim: Optional[int] = None
+        self.peer_nonce = ""
+        self.nonce = ""
+        self.deadline = 0.0
+        self.peer = ""
 
     def read_lines(self) -> Optional[List[str]]:
         """Lines available now; None at EOF or error."""
@@ -140,9 +160,10 @@ class Conn:
         return [line.decode("ascii", "replace").strip() for line in lines]
 
     def send(self, text: str) -> bool:
-        """Queue and try to send; False when the connection is broken."""
-        self.outbuf += text.encode() + b"\n"
-        return self.flush()
+        """Queue and try to send; False when the connection is broken, or the peer does not read
+        (more than MAX_OUTBUF queued)."""
+        self.outbuf += text.encode("ascii", "replace") + b"\n"
+        return self.flush() and len(self.outbuf) <= MAX_OUTBUF
 
     def flush(self) -> bool:
         """Send what the socket takes now; False when the connection is broken."""
@@ -153,8 +174,35 @@ class Conn:
                 return True
             except OSError:
                 return False
-            self.outbuf = self.outbuf[sent:]
+            del self.outbuf[:sent]
         return True
+
+
+def parse_status(text: str) -> Optional[int]:
+    """An exit status on the wire: 0-255 in plain ASCII digits, else None (a protocol error)."""
+    if not _STATUS.fullmatch(text):
+        return None
+    value = int(text)
+    return value if value <= 255 else None
+
+
+def parse_delay(text: str) -> Optional[float]:
+    """A restart or regroup delay: finite seconds 0-MAX_DELAY, else None (a protocol error)."""
+    if len(text) > 16:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and 0.0 <= value <= MAX_DELAY else None
+
+
+def parse_rank(text: str, size: int) -> Optional[int]:
+    """A rank of a step of `size` tasks in plain digits, else None."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        return None
+    value = int(text)
+    return value if value < size else None
 
 
 def listen(port: int, who: str) -> socket.socket:
