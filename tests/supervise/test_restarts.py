@@ -329,4 +329,4 @@ def test_a_task_silent_after_reporting_progress_is_hung_and_without_restarts_fai
                      err(tmp_path, 2)), err(tmp_path, 2)
     assert "worker 0 (rank 2, node3) exited with status 137" in err(tmp_path, 1), err(tmp_path, 1)
     assert sorted(p.name for p in tmp_path.glob("has_file.*")) == ["has_file.0", "has_file.1", "has_file.3"]
-    assert not list((tmp_path / "tmp").glob("tf_slurm_progress.*"))  # each supervisor removed its file
+    assert not list((tmp_path / "tmp").iterdir())  # each task removed its private folder (and progress file)

@@ -250,8 +250,17 @@ def script_text(spec: JobSpec) -> str:
 # First: Slurm's time-limit warning (--signal=B:USR1@N) reaches only this shell, possibly the moment
 # it starts. The trap writes it down for `tf-slurm batch-step` (which reads the file), so it is never
 # lost and never kills the shell; SIGTERM (scancel, preemption) is written down the same way.
-warn_file="${{TMPDIR:-/tmp}}/tf_slurm-warning.${{{slurm.JOB_ID}:-0}}.$$"
-for sig in USR1 USR2 TERM; do trap "echo $sig \\$(date +%s.%N) >>\\"\\$warn_file\\"" "$sig"; done
+# The file is in a folder only this user can use, with a random name (mktemp -d: 0700): other users
+# see job ids and can write to /tmp, and a file of theirs must not stop or requeue the job. A signal
+# that comes before the folder exists is kept in early_warning and written down once it does.
+for sig in USR1 USR2 TERM; do trap "warn_line=\\"$sig \\$(date +%s.%N)\\"
+    if [[ -n \\"\\${{warn_file:-}}\\" ]]; then echo \\"\\$warn_line\\" >>\\"\\$warn_file\\"
+    else early_warning=\\"\\${{early_warning:-\\$warn_line}}\\"; fi" "$sig"; done
+warn_dir="$(mktemp -d "${{TMPDIR:-/tmp}}/tf_slurm.XXXXXXXXXX")" \\
+    || {{ echo "job.sh: error: cannot make a private folder in ${{TMPDIR:-/tmp}}" >&2; exit 2; }}
+trap 'rm -rf -- "$warn_dir"' EXIT       # removed however the shell ends
+warn_file="$warn_dir/warning"
+if [[ -n "${{early_warning:-}}" ]]; then echo "$early_warning" >>"$warn_file"; fi
 set -euo pipefail
 
 python={q(spec.python)}
@@ -274,6 +283,5 @@ export TF_CPP_MIN_LOG_LEVEL="${{TF_CPP_MIN_LOG_LEVEL:-2}}"
 step=$!
 status=0   # a trapped signal interrupts `wait`: wait again until batch-step itself has ended
 while kill -0 "$step" 2>/dev/null; do wait "$step" && status=0 || status=$?; done
-rm -f "$warn_file"
 exit "$status"
 """

@@ -3,12 +3,16 @@
 One folder per job, `<jobs root>/<job id>/` (submitit's layout): `job.sh`, the batch log, one log
 per task, `status.json` (exec's hub, the step's state) and `batch.json` (batch-step, the run and
 its checkpoint).  Every file name lives here, so the writers and `tf-slurm status`/`logs` agree.
+
+Permissions: the folder is made 0700 and its files 0600 (as submitit does): it holds the job's
+script, logs and state, private to the job's owner; a user who wants to share it can chmod it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from tf_for_slurm.errors import UsageError
@@ -65,14 +69,26 @@ def find(job: str, root: str, workdir: Callable[[str], Optional[str]]) -> str:
                      f"`tf-slurm submit`, or {settings.JOB_DIR} set for its steps")
 
 
+FOLDER_MODE = 0o700  # the job folder: its owner's alone (files in it: 0600, mkstemp's mode)
+
+
 def write_json(path: str, data: Mapping[str, Any]) -> None:
-    """Write `data` so that a reader sees the old file or the new one, never half of one."""
+    """Write `data` so that a reader sees the old file or the new one, never half of one.  The
+    temporary file has a random name made with O_EXCL (mkstemp, mode 0600): a name another user
+    could guess and plant a symlink at would let them overwrite any file of ours."""
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(data, separators=(",", ":")) + "\n")  # dumps: C encoder (dump is pure Python)
-    os.replace(tmp, path)
+    os.makedirs(folder, mode=FOLDER_MODE, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(data, separators=(",", ":")) + "\n")  # dumps: C encoder (dump is pure Python)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def read_json(path: str) -> Optional[Dict[str, Any]]:

@@ -86,14 +86,15 @@ def submit(options: Sequence[str], script: str, jobs_root: str) -> str:
     folder = os.path.join(jobs_root, job_id)
     try:
         try:
-            os.mkdir(folder)
+            os.mkdir(folder, job_folder.FOLDER_MODE)  # private: see host/job_folder.py
         except FileExistsError:
             raise UsageError(f"job {job_id}: its folder {folder} exists already (a job id used before?): "
                              "expected a new folder; move the old one or use --folder") from None
         except OSError as exc:
             raise UsageError(f"job {job_id}: cannot create its folder {folder} ({exc.strerror})") from None
         try:
-            with open(os.path.join(folder, job_folder.SCRIPT), "w", encoding="utf-8") as fh:
+            fd = os.open(os.path.join(folder, job_folder.SCRIPT), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(script)
         except OSError as exc:
             raise UsageError(f"job {job_id}: cannot write {job_folder.SCRIPT} in {folder} ({exc.strerror})") from None

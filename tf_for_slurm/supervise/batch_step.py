@@ -6,6 +6,8 @@ failing task's status, the requeue decision), and Python can be tested.  `--sign
 signals only the batch shell, possibly the moment it starts: the shell's first command is a trap
 that appends "USR1 <time>" to `--warn-file`, read here every 0.2 s, so no warning is lost while
 this process starts.  SIGTERM (scancel, preemption) reaches every process of the job directly.
+Other users see job ids and can write to /tmp: the file counts only when it is ours, in a folder
+only we can write (the shell's `mktemp -d`), and names a signal passed on here (USR1, USR2, TERM).
 
 - SIGUSR1 (the warning): Slurm may send it up to 60 s early, so the step is told only
   when `--warn-margin` seconds are left before the job's EndTime (at once if fewer are left or
@@ -21,8 +23,11 @@ The printed lines say when each thing happened, so the delays can be read from t
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -32,6 +37,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, threads
 from tf_for_slurm.host.job_folder import batch_path, write_json
+from tf_for_slurm.host.step_secret import with_secret
 from tf_for_slurm.plan.batch_settings import first_failure
 from tf_for_slurm.plan.requeue import (
     NOW_SIGNAL,
@@ -43,7 +49,11 @@ from tf_for_slurm.plan.requeue import (
 )
 from tf_for_slurm.supervise.child_process import exit_status
 
+log = logging.getLogger("tf_for_slurm.batch_step")
+
 WARN_POLL = 0.2  # seconds between looks at --warn-file
+WARN_READ = 256  # bytes of --warn-file read: its first line is "USR1 <epoch seconds>"
+PASSED_ON = ("USR1", NOW_SIGNAL, "TERM")  # the signals a line of --warn-file may name (as handle() takes them)
 
 
 def _say(message: str) -> None:
@@ -87,6 +97,47 @@ def read_checkpoint_step(directory: Optional[str]) -> Optional[int]:
         return None
 
 
+def _private_bytes(path: str) -> bytes:
+    """The first WARN_READ bytes of `path` when it is a regular file of ours in a folder of ours only we
+    can write; else OSError (why: a file planted by another user must never stop, requeue or freeze the
+    job).  No symlink is followed; O_NONBLOCK: a planted FIFO cannot block the step's wait loop."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    folder = os.open(os.path.dirname(os.path.abspath(path)), flags | os.O_DIRECTORY)
+    try:
+        st = os.fstat(folder)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise OSError(f"its folder is not ours alone (owner uid {st.st_uid}, mode {st.st_mode & 0o7777:o})")
+        fd = os.open(os.path.basename(path), flags, dir_fd=folder)
+    finally:
+        os.close(folder)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise OSError(f"not a regular file of ours (owner uid {st.st_uid}, mode {st.st_mode:o})")
+        return os.read(fd, WARN_READ)
+    finally:
+        os.close(fd)
+
+
+def read_warn_file(path: str) -> Tuple[Optional[str], Optional[float], str]:
+    """(signal name, epoch seconds or None, '') from --warn-file's first line, or (None, None, why not)."""
+    try:
+        first = _private_bytes(path).decode("ascii", "replace").split("\n", 1)[0].split()
+    except FileNotFoundError:
+        return None, None, ""
+    except OSError as exc:
+        return None, None, f"{path} ignored: {exc.strerror or exc}"
+    if not first:
+        return None, None, ""
+    if first[0] not in PASSED_ON:
+        return None, None, f"{path} ignored: {first[0][:16]!r} is not a signal batch-step passes on {PASSED_ON}"
+    try:
+        when: Optional[float] = float(first[1]) if len(first) > 1 else None
+    except ValueError:
+        when = None
+    return first[0], when if when is not None and math.isfinite(when) else None, ""
+
+
 class _Step:
     """srun as a child: stderr copied through (and kept for the first failure), signals passed on."""
 
@@ -101,9 +152,14 @@ class _Step:
         self.started: Optional[float] = None  # when srun was started (epoch seconds)
         self.end_time: Optional[float] = None  # the job's EndTime, once a warning asked for it
         self._copier = threading.Thread(target=self._copy, daemon=True)  # started by threads.start
+        self._ignored: set = set()  # why --warn-file was ignored, each logged once
 
     def start(self, command: List[str]) -> None:
-        self.proc = subprocess.Popen(command, stderr=subprocess.PIPE)
+        # every task of the step shares the secret its supervisors prove to each other (host/step_secret.py);
+        # it goes only into srun's environment: never into our own, argv, the log or batch.json
+        env = settings.environ()
+        self.proc = subprocess.Popen(command, stderr=subprocess.PIPE,
+                                     env=None if env.get(settings.SECRET) else with_secret(env))
         self.started = time.time()
         threads.start(self._copier)
         if self._early is not None:  # a stop asked for before srun existed: not during its tasks' start-up
@@ -190,17 +246,12 @@ class _Step:
         """The batch shell's trap appends 'USR1 <epoch>' here (--signal=B: signals only that shell)."""
         if self.signal or not path:
             return
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                first = fh.readline().split()
-        except OSError:
-            return
-        if first and hasattr(signal, f"SIG{first[0]}"):
-            try:
-                when = float(first[1]) if len(first) > 1 else None
-            except ValueError:
-                when = None
-            self.handle(getattr(signal, f"SIG{first[0]}"), None, when)
+        name, when, why = read_warn_file(path)
+        if why and why not in self._ignored:
+            self._ignored.add(why)
+            log.debug("%s", why)
+        if name is not None:
+            self.handle(getattr(signal, f"SIG{name}"), None, when)
 
     def _tell(self, signo: int) -> None:
         if self.proc is None:
@@ -307,4 +358,4 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
     return decision.exit_status if not (decision.requeue and not requeue) else 0
 
 
-__all__ = ["job_end_time", "read_checkpoint_step", "run_step"]
+__all__ = ["job_end_time", "read_checkpoint_step", "read_warn_file", "run_step"]

@@ -2,13 +2,15 @@
 
 Why here: the rule is pure (plan/progress.py); this is the part that reads /proc and stats a file,
 twice a second at most, from the supervisor's loop (hub or spoke).  Off (does nothing) without a
-deadline.
+deadline.  The file lives in the task's private folder (exec's `_private_dir`); still, no symlink is
+followed and only a regular file of ours counts: a file another user made must not fake progress.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
 from typing import Optional
 
 from tf_for_slurm.plan.progress import hung
@@ -26,6 +28,11 @@ def process_state(pid: int) -> str:
             return fh.read().rsplit(b")", 1)[1].split()[0].decode()
     except (OSError, IndexError):
         return ""
+
+
+def _ours(st: os.stat_result) -> bool:
+    """Whether a progress file counts: a regular file (not a symlink) of this user."""
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
 
 
 class ProgressWatch:
@@ -56,11 +63,15 @@ class ProgressWatch:
         if not self.on or self.path is None:
             return
         try:
-            with open(self.path, "a"):
-                pass
-            # an mtime no touch can give: a report in the same clock tick as this start still shows
-            os.utime(self.path, ns=(0, 0))
-            self._baseline = self._seen = os.stat(self.path).st_mtime_ns
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+            try:
+                if not _ours(os.fstat(fd)):
+                    raise OSError(0, "not a regular file of ours")
+                # an mtime no touch can give: a report in the same clock tick as this start still shows
+                os.utime(fd, ns=(0, 0))
+                self._baseline = self._seen = os.fstat(fd).st_mtime_ns
+            finally:
+                os.close(fd)
         except OSError as exc:
             log.warning("cannot create the progress file %s (%s): only a stopped command is noticed", self.path,
                         exc.strerror)
@@ -79,7 +90,8 @@ class ProgressWatch:
         if self._baseline is not None and self.path is not None:
             mtime: Optional[int]
             try:
-                mtime = os.stat(self.path).st_mtime_ns
+                st = os.lstat(self.path)
+                mtime = st.st_mtime_ns if _ours(st) else self._seen
             except OSError:
                 mtime = self._seen
             if mtime != self._seen:
