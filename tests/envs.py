@@ -38,6 +38,20 @@ def step_env(nodelist: str, tpn: str, *, slot: int = 0, job_id: str = "4242", st
     return env
 
 
+def batch_env(nodelist: str, tpn: str, *, job_id: str = "4242", **extra: str) -> dict:
+    """The environment of a job's batch script: the job's variables and task 0's ids, no step ones."""
+    nodes = expand_nodelist(nodelist)
+    ntasks = str(sum(parse_tasks_per_node(tpn)))
+    env = {
+        "SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id, "SLURM_JOB_NODELIST": nodelist, "SLURM_NODELIST": nodelist,
+        "SLURM_JOB_NUM_NODES": str(len(nodes)), "SLURM_NNODES": str(len(nodes)), "SLURM_TASKS_PER_NODE": tpn,
+        "SLURM_NTASKS": ntasks, "SLURM_NPROCS": ntasks,
+        "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURMD_NODENAME": nodes[0],
+    }
+    env.update(extra)
+    return env
+
+
 # (changes to step_env("node[1-3]", "2(x3)", slot=0), a needle of the one-line message; None: unset)
 # Shared by tests/host/test_slurm_env.py and tests/faces/test_bad_inputs.py (the table of every bad input).
 BAD_ENVS = [

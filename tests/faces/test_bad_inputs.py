@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from cli_runs import clean_env
-from envs import BAD_ENVS, step_env
+from envs import BAD_ENVS, batch_env, step_env
 from memory_cases import BAD as BAD_MEMORY
 
 import tf_for_slurm
@@ -206,6 +206,7 @@ def test_api_row(name, call, needles):
         assert needle in msg, (needle, msg)
 
 
+BATCH = batch_env("node[1-3]", "1(x3)", job_id="77")  # the batch script of a 3-task job: no step, task 0's ids
 NO_ID = _with(STEP, SLURM_LOCALID=None)
 NO_NODE = _with(STEP, SLURM_NODEID=None, SLURMD_NODENAME=None)
 CLI = [
@@ -221,6 +222,12 @@ CLI = [
     (["tf-config"], NO_ID, ["SLURM_LOCALID not set"]),
     (["tf-config"], NO_NODE, ["SLURM_NODEID not set"]),
     (["env"], NO_ID, ["SLURM_LOCALID not set"]),
+    # the batch script is no task: refused as exec refuses it, naming srun and --rank
+    (["tf-config"], BATCH, ["SLURM_NTASKS=3 but no job step", "batch script of job 77", "`srun tf-slurm tf-config`",
+                            "--rank R"]),
+    (["env", "--ps", "1"], BATCH, ["SLURM_NTASKS=3 but no job step", "eval \"$(tf-slurm env)\"", "--rank R"]),
+    (["env", "--rank", "3"], BATCH, ["--rank=3: expected a rank in 0-2"]),
+    (["tf-config", "--rank", "-1"], BATCH, ["--rank=-1: expected a rank in 0-2"]),
     (["explain", "--log-level", "LOUD"], {}, ["--log-level='LOUD'"]),
     (["explain", "--nodelist", "node 1"], {}, ["--nodelist='node 1'"]),
     (["explain", "--nodelist", "n1", "--tasks-per-node", "1(x0)"], {}, ["--tasks-per-node='1(x0)'"]),

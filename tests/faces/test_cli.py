@@ -5,7 +5,9 @@ import os
 import subprocess
 import sys
 
-from envs import step_env
+import pytest
+from cli_runs import clean_env
+from envs import batch_env, step_env
 
 from tf_for_slurm.cli import main
 
@@ -62,6 +64,25 @@ def test_tf_config_and_env_exports():
     assert "export TF_SLURM_JOB_TYPE=worker" in r.stdout and "export TF_CONFIG='{" in r.stdout
     r = run(["tf-config", "--nodelist", "n[1-2]", "--rank", "1"])
     assert json.loads(r.stdout)["task"] == {"type": "worker", "index": 0}
+
+
+def test_tf_config_and_env_in_a_batch_script_give_the_rank_asked_for(cli_runs):
+    env = clean_env(**batch_env("node[1-3]", "1(x3)"))
+    r = cli_runs.run(["tf-config", "--rank", "2"], env)
+    assert r.returncode == 0 and json.loads(r.stdout)["task"] == {"type": "worker", "index": 1}, r.stderr
+    r = cli_runs.run(["env", "--rank", "1"], env)
+    assert r.returncode == 0 and "export TF_SLURM_RANK=1" in r.stdout, r.stderr
+    r = cli_runs.run(["tf-config"], env)  # without --rank: refused (tests/faces/test_bad_inputs.py has the line)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+
+
+@pytest.mark.parametrize("drop", [(), ("SLURM_NTASKS", "SLURM_NPROCS")], ids=["ntasks=1", "ntasks unset"])
+def test_tf_config_and_env_in_a_one_task_batch_script_are_that_task(cli_runs, drop):
+    env = {k: v for k, v in batch_env("node1", "1").items() if k not in drop}
+    r = cli_runs.run(["tf-config", "--ps", "0"], clean_env(**env))
+    assert r.returncode == 0 and json.loads(r.stdout)["task"] == {"type": "worker", "index": 0}, r.stderr
+    r = cli_runs.run(["env", "--ps", "0"], clean_env(**env))
+    assert r.returncode == 0 and "export TF_SLURM_RANK=0" in r.stdout, r.stderr
 
 
 def test_exec_runs_the_command_with_tf_config():

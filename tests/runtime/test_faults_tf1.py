@@ -23,6 +23,8 @@ import pytest
 
 from test_runtime_tf1 import CHILD_ENV, ROOT, Cluster, free_ports
 
+from tf_for_slurm.runtime.ps_wait import EXIT_WORKER_LOST
+
 pytestmark = pytest.mark.tf
 REPEAT = 2  # each run repeats a race that once failed 1 time in 3
 
@@ -129,7 +131,8 @@ def test_ps_wait_writes_no_tensorflow_lines_per_poll():
     env = {k: v for k, v in CHILD_ENV.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     proc = subprocess.run([sys.executable, "-c", PS_ALONE.format(root=str(ROOT), ports=free_ports(2))],
                           env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 1 and "never came up within startup_grace=3.0s" in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == EXIT_WORKER_LOST and "never came up within startup_grace=3.0s" in proc.stderr, \
+        proc.stderr[-3000:]
     cpp = [line for line in proc.stderr.splitlines() if re.match(r"^[IWEF]\d{4} ", line)]
     # 3 s of waiting polled the queue ~60 times; TensorFlow's start-up lines are all that may remain
     assert not [line for line in cpp if "ancel" in line], cpp[:10]

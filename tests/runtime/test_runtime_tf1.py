@@ -17,6 +17,7 @@ import pytest
 
 from tf_for_slurm.errors import PlanError, UsageError
 from tf_for_slurm.plan import Task, localhost_plan
+from tf_for_slurm.runtime.ps_wait import EXIT_WORKER_FAILED, EXIT_WORKER_LOST
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tests" / "tf1_tasks" / "train_task.py"
@@ -282,7 +283,7 @@ def test_killed_worker_makes_ps_fail_within_bound(cluster_factory):
     t_kill = time.time()
     assert c.poll_until(lambda: 0 in c.exit_time, 30), c.dump()
     detect = c.exit_time[0] - t_kill
-    assert c.procs[0].returncode == 1, c.dump()
+    assert c.procs[0].returncode == EXIT_WORKER_LOST == 69, c.dump()  # lost: batch-step requeues it
     assert detect <= 5.0, (detect, c.dump())
     ps_log = c.log(0)
     assert f"worker:1 at 127.0.0.1:{c.ports[2]}" in ps_log and "ERROR" in ps_log, ps_log[-2000:]
@@ -299,7 +300,7 @@ def test_training_raises_still_reports(cluster_factory):
     assert c.poll_until(lambda: 0 in c.exit_time and 2 in c.exit_time, 240), c.dump()
     assert c.procs[2].returncode == 1 and "deliberate failure on rank 2" in c.log(2), c.dump()
     assert "reported done (FAILED)" in c.log(2)
-    assert c.procs[0].returncode == 1, c.dump()
+    assert c.procs[0].returncode == EXIT_WORKER_FAILED == 1, c.dump()  # the program's verdict, not a loss
     assert "worker:1 at" in c.log(0) and "training failed" in c.log(0)
     # the ps left because of the report, not the liveness probe: right after the failing worker
     assert c.event(0, "exit")["t"] - c.event(2, "exit")["t"] <= 1.0, c.dump()
@@ -430,7 +431,7 @@ def test_worker_never_up_fails_after_startup_grace():
         _wait_line(ps, "READY", 150)
         t_ready = time.time()
         out, err = ps.communicate(timeout=60)
-        assert ps.returncode == 1, err[-2000:]
+        assert ps.returncode == EXIT_WORKER_LOST, err[-2000:]
         assert time.time() - t_ready >= 3.0
         assert "never came up within startup_grace=3.0s" in err
         assert f"worker:0 at 127.0.0.1:{ports[1]}" in err and f"worker:1 at 127.0.0.1:{ports[2]}" in err

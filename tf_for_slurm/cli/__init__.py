@@ -73,7 +73,8 @@ def _offline_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--step-id", default="0", help="the step's id (0: the job's first srun)")
     g.add_argument("--port-scope", choices=["node", "step"],
                    help=f"ports unique per node (default) or across the step ({settings.PORT_SCOPE}; emulated nodes)")
-    g.add_argument("--rank", type=int, help="the task to print (default: this task)")
+    g.add_argument("--rank", type=int,
+                   help="the task to print (default: this task under srun; needed in a batch script of several tasks)")
     g.add_argument("--gpus", metavar="IDS",
                    help="GPU ids each node has, e.g. '0,1,2,3' (explain shows each task's share)")
 
@@ -110,6 +111,9 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
+# How each task of a step gets its own exports (the batch script itself is no task: see _refuse_batch_script).
+ENV_EXAMPLE = "srun bash -c 'eval \"$(tf-slurm env)\"; python train.py'"
+
 # One line and an example per subcommand, for `tf-slurm COMMAND --help`.
 HELP = {
     "explain": ("Print one table of every task of the plan: rank, node, role, address, GPUs.",
@@ -118,7 +122,8 @@ HELP = {
     "tf-config": ("Print this task's TF_CONFIG (JSON).",
                   "srun tf-slurm tf-config --ps 1\n  tf-slurm tf-config --nodelist 'n[1-3]' --rank 2"),
     "env": (f"Print shell export lines for this task: TF_CONFIG, {settings.JOB_TYPE}, {settings.TASK_INDEX}, ...",
-            'eval "$(tf-slurm env --ps 1)"'),
+            "srun bash -c 'eval \"$(tf-slurm env --ps 1)\"; python train.py'\n"
+            "  tf-slurm env --ps 1 --rank 2   # in the batch script: task 2's"),
     "exec": ("Run this task's command with TF_CONFIG set, and end it when the step's training is over.",
              "srun tf-slurm exec --ps 1 -- python train.py --epochs 3"),
     "node-address": (f"Print 'NODE ADDRESS' for a network interface of this node (for {settings.ADDRESS}=file:FILE).",
@@ -251,6 +256,19 @@ def _plan(args: argparse.Namespace):
                          check=args.command_name == "exec", component_roles=het.component_roles(args))
 
 
+def _refuse_batch_script(args: argparse.Namespace, example: str) -> None:
+    """One UsageError when no --rank was given in the batch script of a job of several tasks.
+
+    Why: Slurm gives the batch script task 0's ids, so `eval "$(tf-slurm env)"` before srun would
+    hand every task task 0's TF_CONFIG; `tf-slurm exec` refuses the same way (host.slurm.outside_step).
+    """
+    if getattr(args, "rank", None) is not None or getattr(args, "nodelist", None) or getattr(args, "component", None):
+        return
+    reason = slurm.outside_step(settings.environ(), example)
+    if reason:
+        raise UsageError(f"{reason}, or ask for one task with --rank R (`tf-slurm explain` lists them)")
+
+
 def _rank(args: argparse.Namespace, plan) -> int:
     rank = getattr(args, "rank", None)
     if rank is None:
@@ -299,6 +317,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_tf_config(args: argparse.Namespace) -> int:
     """`tf-slurm tf-config`: this task's TF_CONFIG."""
+    _refuse_batch_script(args, "srun tf-slurm tf-config")
     plan = _plan(args)
     print(plan.tf_config_json(_rank(args, plan)))
     return 0
@@ -306,6 +325,7 @@ def cmd_tf_config(args: argparse.Namespace) -> int:
 
 def cmd_env(args: argparse.Namespace) -> int:
     """`tf-slurm env`: this task's variables as shell exports."""
+    _refuse_batch_script(args, ENV_EXAMPLE)
     plan = _plan(args)
     env = task_env(plan, _rank(args, plan))
     if env.spill:

@@ -16,11 +16,11 @@ from tf_for_slurm.runtime.done_queue import (
 )
 from tf_for_slurm.runtime.hooks import BarrierOnChiefHook, BarrierTimeout, PrintStepHook, SessionHook, StopOnSignalHook
 from tf_for_slurm.runtime.launch import TrainContext, chief_of, launch
-from tf_for_slurm.runtime.ps_wait import EXIT_OK, EXIT_TIMEOUT, EXIT_WORKER_LOST, wait_for_workers
+from tf_for_slurm.runtime.ps_wait import EXIT_OK, EXIT_TIMEOUT, EXIT_WORKER_FAILED, EXIT_WORKER_LOST, wait_for_workers
 from tf_for_slurm.runtime.server import check_port_free, configure_gpus, device_filters, session_config, start_server
 
 __all__ = [
-    "BarrierOnChiefHook", "BarrierTimeout", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_WORKER_LOST",
+    "BarrierOnChiefHook", "BarrierTimeout", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_WORKER_FAILED", "EXIT_WORKER_LOST",
     "PrintStepHook", "QueueManagementHook", "SessionHook", "StopOnSignalHook", "TrainContext", "check_port_free",
     "chief_of", "configure_gpus", "create_done_queue", "create_done_queues", "device_filters",
     "launch", "report_done", "reporter_index", "reporter_tasks", "reporting_done",

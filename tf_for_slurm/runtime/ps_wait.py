@@ -6,10 +6,15 @@ it probes the ports of the tasks that have not reported.  Outcomes (exit statuse
 
 - EXIT_OK (0): every chief/worker reported success; or every one that came up did, and the
   others never came up within `late_start_grace` after that (a warning names them).
-- EXIT_WORKER_LOST (1): a task that was up stopped accepting TCP connections without reporting,
-  a task never came up within `startup_grace` while others were still training, or (fail_fast) a
-  task reported that its training raised.  The ERROR log line names the tasks and their addresses.
-- EXIT_TIMEOUT (3): the overall `timeout` passed first.
+- EXIT_WORKER_LOST (69, plan.requeue.LOST_STATUS, the one status of "a peer was lost"): a task
+  that was up stopped accepting TCP connections without reporting, or a task never came up within
+  `startup_grace`.  Its node failed or hung: batch-step requeues it once the checkpoint advanced.
+- EXIT_WORKER_FAILED (1): a task reported that its training raised (at once with fail_fast, else
+  once every task reported): the program's own verdict, which another run would repeat.
+- EXIT_TIMEOUT (3): the overall `timeout` passed first.  Distinct from the lost status because it
+  is the caller's own limit, not a failed node: another run would time out the same way, so, as
+  a status in 1-127, plan.requeue does not requeue it.
+The ERROR log line names the tasks and their addresses.
 
 A task counts as down only when its port has refused connections for `liveness_timeout / 2`
 seconds in a row, so one slow accept does not end a healthy job.  The ports are first probed
@@ -28,6 +33,7 @@ from typing import Any, Callable, Optional
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host.network import port_accepts
 from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.plan.requeue import LOST_STATUS
 from tf_for_slurm.plan.strategy import reporter_tasks
 from tf_for_slurm.runtime.done_queue import create_done_queue, decode_done
 from tf_for_slurm.runtime.server import device_filters
@@ -35,7 +41,11 @@ from tf_for_slurm.runtime.server import device_filters
 log = logging.getLogger(__name__)
 
 EXIT_OK = 0
-EXIT_WORKER_LOST = 1
+#: a chief/worker vanished or never came up: the lost status batch-step understands (was 1 before 69)
+EXIT_WORKER_LOST = LOST_STATUS
+#: a chief/worker reported that its training raised (the status EXIT_WORKER_LOST had for every failure)
+EXIT_WORKER_FAILED = 1
+#: the caller's `timeout` passed (see the module's docstring for why it is not the lost status)
 EXIT_TIMEOUT = 3
 
 
@@ -109,13 +119,13 @@ def wait_for_workers(server: Any, plan: ClusterPlan, liveness_timeout: float = 5
         if failed and fail_fast:
             log.error("ps:%d exiting: %s reported that its training failed", me.index,
                       _describe([reporters[idx]]))
-            return EXIT_WORKER_LOST
+            return EXIT_WORKER_FAILED
         if len(done) == len(reporters):
             failed_tasks = [reporters[i] for i, f in sorted(done.items()) if f]
             if failed_tasks:
                 log.error("ps:%d all tasks reported, but training failed on: %s", me.index,
                           _describe(failed_tasks))
-                return EXIT_WORKER_LOST
+                return EXIT_WORKER_FAILED
             log.info("ps:%d every chief/worker reported done; exiting", me.index)
             return EXIT_OK
         return None

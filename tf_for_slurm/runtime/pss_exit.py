@@ -8,7 +8,7 @@ through a ``Session`` aimed at that task's gRPC address with a graph pinned to t
 (an eager remote enqueue does not reach the server's queue in TF 2.21). If the coordinator dies
 instead, the dequeue times out every ``poll`` seconds and a TCP probe of the coordinator's port
 decides: once it has refused connections for ``liveness_timeout`` seconds the server logs an
-ERROR naming the coordinator and returns a non-zero status.
+ERROR naming the coordinator and returns the lost status (69, as a TF1 ps that loses a worker).
 
 Users import these names from `tf_for_slurm.runtime.tf2`. TensorFlow is imported only inside
 the functions that need it.
@@ -27,15 +27,19 @@ from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host.network import port_accepts
 from tf_for_slurm.host.stop_request import shared_stop_request
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
+from tf_for_slurm.plan.requeue import LOST_STATUS
 from tf_for_slurm.runtime.server import configure_gpus
 from tf_for_slurm.runtime.tf2_plan import plan_or_env, pss_cluster_dict, pss_coordinator, pss_servers
 
 # the logger of the module users import these from: their logging settings for it keep applying
 log = logging.getLogger("tf_for_slurm.runtime.tf2")
 
-#: exit status a ps/worker returns when the coordinator vanished without saying 'done'
-EXIT_COORDINATOR_LOST = 3
-#: exit status a ps/worker returns when the coordinator never came up within ``startup_timeout``
+#: exit status a ps/worker returns when the coordinator vanished without saying 'done': the one lost
+#: status (plan.requeue.LOST_STATUS, 69; it was 3), so batch-step requeues it once the checkpoint advanced
+EXIT_COORDINATOR_LOST = LOST_STATUS
+#: the timeout status: a ps/worker returns it when the coordinator never came up within ``startup_timeout``.
+#: Not the lost status: nothing trained, so nothing was checkpointed to resume, and the coordinator's own
+#: exit (or srun) says why it never started; 4, in 1-127, is never requeued by plan.requeue
 EXIT_COORDINATOR_NEVER_SEEN = 4
 #: exit status the coordinator sends when its training function raised
 EXIT_TRAINING_FAILED = 1
