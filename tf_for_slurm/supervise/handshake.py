@@ -30,7 +30,7 @@ log = logging.getLogger(LOGGER)
 MAX_PENDING = 128  # connections still proving themselves beyond one per task: the oldest is dropped for a new one
 HELLO_DEADLINE = 5.0  # seconds from accept to a proven hello (a real spoke needs one round trip)
 PAUSE = 0.5  # seconds the hub stops accepting when it is out of descriptors
-GRACE = 0.25  # seconds a new connection is never pushed out by a newer one
+GRACE = 0.25  # seconds a connection that said hello has to prove itself before a newer one may push it out
 _NONCE = re.compile(r"[0-9a-f]{32}")
 _MAC = re.compile(r"[0-9a-f]{64}")
 
@@ -105,10 +105,13 @@ class Gate:
     `line` takes each of their lines: the hello (answered with our challenge), then the proof.
     What to drop, the hub drops (`drop` is its function: it also forgets the connection here).
     When more connections are unproven than the step has tasks (plus MAX_PENDING), one must go
-    for a new one: the oldest that never said hello, else the oldest that did; but never one
-    younger than GRACE (a real spoke says hello at once, and proves itself one round trip later):
-    then the new connection goes instead.  A flood of idle connections thus never pushes out a
-    task that is proving itself."""
+    for a new one.  A real spoke says hello as soon as it is connected, so the first to go is the
+    oldest that said nothing although the hub has read it since it came (it was accepted by an
+    earlier `accept`, and the hub serves reads before accepting); else the oldest that said hello
+    but has not proved itself for GRACE seconds (a real spoke needs one round trip).  When none
+    may go, accepting pauses until one may: new connections wait in the kernel's queue, unread
+    and never closed.  A flood of silent connections thus costs each of them one read, and never
+    pushes out a task that is proving itself."""
 
     def __init__(self, key: bytes, tag: str, size: int, my_rank: int):
         self.key, self.tag, self.size, self.my_rank = key, tag, size, my_rank
@@ -117,55 +120,70 @@ class Gate:
         self.refusals = RefusalLog(log)
         self.paused_until: Optional[float] = None
         self.accepted = 0  # connections accepted (one per task: the benchmark checks it)
+        self.epoch = 0  # calls of accept: a connection of an earlier one has been read since
 
     @property
     def pending(self) -> int:
         return len(self.idle) + len(self.greeted)
 
     def accept(self, server: socket.socket, sel: selectors.BaseSelector, now: float, drop) -> None:
-        """Take what is queued (at most a burst), or pause accepting when descriptors run out."""
+        """Take what is queued (at most a burst) while there is room; else pause accepting."""
+        self.epoch += 1
         for _ in range(1024):
+            if self.pending >= self.size + MAX_PENDING:
+                victim = self._victim(now)
+                if victim is None:
+                    oldest = next(iter(self.greeted), None)
+                    wait = GRACE if oldest is None else max(0.01, oldest.deadline - HELLO_DEADLINE + GRACE - now)
+                    self._pause(server, sel, now + min(wait, GRACE))
+                    return
+                self.refusals.refused(victim.peer, "too many connections still proving themselves", now)
+                drop(victim)
             try:
                 sock, peer = server.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
                 log.error("cannot accept task connections (%s; ulimit -n?): pausing for %g s", exc.strerror, PAUSE)
-                sel.unregister(server)  # no busy loop: expired handshakes free descriptors meanwhile
-                self.paused_until = now + PAUSE
+                self._pause(server, sel, now + PAUSE)  # no busy loop: expired handshakes free descriptors meanwhile
                 return
             self.accepted += 1
-            conn = Conn(sock)
-            conn.peer = str(peer[0]).removeprefix("::ffff:") if isinstance(peer, tuple) and peer else ""
-            if self.pending >= self.size + MAX_PENDING:
-                victim = self._victim(now)
-                self.refusals.refused((victim or conn).peer, "too many connections still proving themselves", now)
-                if victim is None:
-                    sock.close()
-                    continue
-                drop(victim)
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Conn(sock)
+            conn.peer = str(peer[0]).removeprefix("::ffff:") if isinstance(peer, tuple) and peer else ""
             conn.deadline = now + HELLO_DEADLINE
+            conn.epoch = self.epoch
             self.idle[conn] = None
             sel.register(sock, selectors.EVENT_READ, conn)
 
     def _victim(self, now: float) -> Optional[Conn]:
-        for group in (self.idle, self.greeted):
-            oldest = next(iter(group), None)
-            if oldest is not None and now - (oldest.deadline - HELLO_DEADLINE) >= GRACE:
-                return oldest
+        oldest = next(iter(self.idle), None)
+        if oldest is not None and oldest.epoch < self.epoch:
+            return oldest
+        oldest = next(iter(self.greeted), None)
+        if oldest is not None and now - (oldest.deadline - HELLO_DEADLINE) >= GRACE:
+            return oldest
         return None
 
+    def _pause(self, server: socket.socket, sel: selectors.BaseSelector, until: float) -> None:
+        if self.paused_until is None:
+            sel.unregister(server)
+        self.paused_until = until
+
+    def resume(self, server: socket.socket, sel: selectors.BaseSelector, now: float) -> Optional[float]:
+        """Accept again once a pause is over; the time it ends (for the hub's wake-up), else None."""
+        if self.paused_until is not None and now >= self.paused_until:
+            self.paused_until = None
+            sel.register(server, selectors.EVENT_READ, "listen")
+        return self.paused_until
+
     def expire(self, sel: selectors.BaseSelector, server: socket.socket, now: float, drop) -> None:
-        """Drop the connections that did not prove themselves in time; accept again after a pause."""
+        """Drop the connections that did not prove themselves in time."""
         for group in (self.idle, self.greeted):
             for conn in [c for c in group if now >= c.deadline]:
                 self.refusals.refused(conn.peer, f"no proven hello within {HELLO_DEADLINE:g} s", now)
                 drop(conn)
-        if self.paused_until is not None and now >= self.paused_until:
-            self.paused_until = None
-            sel.register(server, selectors.EVENT_READ, "listen")
 
     def line(self, conn: Conn, parts: List[str], now: float) -> Union[bool, int]:
         """One line of an unproven connection: True (go on), False (drop it), or the rank it proved."""

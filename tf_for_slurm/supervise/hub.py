@@ -112,20 +112,24 @@ class Hub:
                 next_tick = 0.0
                 while True:
                     now = time.monotonic()
-                    timeout = max(0.0, min(next_tick, self._kill_time(child, now)) - now)
+                    resume = self.gate.resume(server, sel, now)  # accepting paused: until when
+                    timeout = max(0.0, min(next_tick, self._kill_time(child, now), resume or next_tick) - now)
                     events = sel.select(timeout)
                     now = time.monotonic()  # one clock read per batch: heartbeats are most events
                     heard = watch.heard
+                    accept = False
                     for key, _mask in events:
                         conn = key.data
                         if conn == "listen":
-                            self.gate.accept(server, sel, now, lambda c: self._drop(c, sel))
+                            accept = True  # after the reads: every connection is read once before it may be pushed out
                         elif conn == "wake":
                             wake.drain()
                         elif conn.rank is not None and not conn.inbuf and self._heartbeat_only(conn):
                             heard[conn.rank] = now  # the common case, kept cheap
                         else:
                             self._serve(conn, sel, watch)
+                    if accept:
+                        self.gate.accept(server, sel, now, lambda c: self._drop(c, sel))
                     now = time.monotonic()
                     if not self.stopping and sigs.stop_since(0) is not None:
                         self._stop_restarts(watch, child, sigs.stop_since(0), now)

@@ -26,7 +26,7 @@ from tf_for_slurm.plan.cluster import ClusterPlan, Task
 from tf_for_slurm.plan.restart_policy import RestartPolicy, could_restart
 from tf_for_slurm.plan.step_watch import LOST_STATUS
 from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
-from tf_for_slurm.supervise.handshake import answer_challenge, hello_line, new_nonce
+from tf_for_slurm.supervise.handshake import HELLO_DEADLINE, answer_challenge, hello_line, new_nonce
 from tf_for_slurm.supervise.progress_watch import ProgressWatch
 from tf_for_slurm.supervise.wire import Conn, Timing, keepalive, note_failure, parse_delay, parse_status
 
@@ -52,6 +52,7 @@ class Spoke:
         self.tag = f"{plan.job_id}.{plan.step_id}"
         self.nonce = ""  # this connection's nonce (a new one for every connection)
         self.verified = False  # the hub proved it holds the step's key on this connection
+        self.verify_by = 0.0  # ... or this connection is given up
         self.impostors = 0  # answers at the hub's address that could not prove it
         self.heartbeat = timing.heartbeat  # the hub may ask for a longer interval in its `ok`
         self.hub_name = (f"the step's supervisor on {hub_task.role} {hub_task.index} "
@@ -134,6 +135,8 @@ class Spoke:
                         if hung:
                             log.error("%s: killing it (SIGKILL)", hung)
                             child.signal(signal.SIGKILL)
+                    if self.conn is not None and not self.verified and now >= self.verify_by:
+                        self._not_the_hub(sel, f"no challenge within {HELLO_DEADLINE:g} s")
                     self._connect_step(sel, now, start)
                     beating = status is None or self.restart_at is not None
                     if self.joined and self.conn is not None and beating and now >= next_hb:
@@ -149,6 +152,8 @@ class Spoke:
                         deadlines.append(self.next_try)
                     if self.connecting is not None:
                         deadlines.append(self.connect_by)
+                    if self.conn is not None and not self.verified:
+                        deadlines.append(self.verify_by)
                     if self.sent:
                         deadlines.append(self.ack_by)
                     if child is not None and child.kill_at is not None:
@@ -279,6 +284,7 @@ class Spoke:
         keepalive(sock, self.timing)
         self.conn = Conn(sock)
         self.nonce, self.verified = new_nonce(), False
+        self.verify_by = time.monotonic() + HELLO_DEADLINE
         sel.register(sock, selectors.EVENT_READ, "conn")
         if not self.conn.send(hello_line(self.rank, self.tag, self.nonce)):
             self._close(sel)

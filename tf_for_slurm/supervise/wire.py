@@ -133,6 +133,7 @@ class Conn:
         self.peer_nonce = ""
         self.nonce = ""
         self.deadline = 0.0
+        self.epoch = 0
         self.peer = ""
 
     def read_lines(self) -> Optional[List[str]]:
