@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import resource
 import selectors
-import signal
+import socket
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -22,10 +22,10 @@ from tf_for_slurm.plan.restart_policy import RestartPolicy
 from tf_for_slurm.plan.step_status import snapshot, summary_lines
 from tf_for_slurm.plan.step_watch import Action, Regroup, Restart, StepWatch
 from tf_for_slurm.plan.strategy import StepRoles
-from tf_for_slurm.supervise.child_process import LOGGER, SUMMARY_LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.child_process import LOGGER, SUMMARY_LOGGER, ForwardSignals, Wake
 from tf_for_slurm.supervise.handshake import MAX_PENDING, Gate
-from tf_for_slurm.supervise.progress_watch import ProgressWatch
 from tf_for_slurm.supervise.status_file import StatusFile
+from tf_for_slurm.supervise.task_command import NOT_RUN, TaskCommand
 from tf_for_slurm.supervise.wire import Conn, Timing, heartbeat_interval, listen, note_failure, parse_status
 
 log = logging.getLogger(LOGGER)
@@ -70,7 +70,8 @@ class Hub:
         self.conns: Dict[int, Conn] = {}  # rank -> joined connection
         self.gate = Gate(key, self.tag, plan.size, self.rank)  # connections not yet proven
         self._failure_noted = False
-        self.child: Optional[Child] = None
+        self.command: Optional[TaskCommand] = None  # the chief's command (set in run)
+        self.reported = False  # its last exit was reported to the watch
         self.watch: Optional[StepWatch] = None
         self.heartbeat = heartbeat_interval(plan.size, timing)
         self.status = StatusFile(status_file) if status_file else None
@@ -80,98 +81,114 @@ class Hub:
         self.regroup: Optional[float] = None
         self.stopping = False  # a stopping signal reached this supervisor: nothing restarts any more
         self.sigs: Optional[ForwardSignals] = None
-        self.progress = ProgressWatch(timing.progress_deadline, env.get(settings.PROGRESS_FILE))
 
     def run(self) -> int:
         """Supervise the step until it is over; the status this task (and the step) ends with."""
-        plan, timing, my_rank = self.plan, self.timing, self.rank
+        plan = self.plan
         _raise_fd_limit(2 * plan.size + MAX_PENDING)  # joined, and as many still proving themselves
-        server = listen(self.port, self.names[my_rank])
+        server = listen(self.port, self.names[self.rank])
         wake = Wake()
         sel = selectors.DefaultSelector()
         sel.register(server, selectors.EVENT_READ, "listen")
         sel.register(wake.r, selectors.EVENT_READ, "wake")
-        watch = StepWatch(self.roles, [t.rank for t in plan.tasks], self.names, local_rank=my_rank,
-                          now=time.monotonic(), drain=timing.drain, silence=timing.silence,
-                          connect_grace=timing.connect_grace, end_grace=timing.end_grace,
-                          policy=self.policy, role_of={t.rank: t.role for t in plan.tasks})
-        self.watch = watch
-        log.info("supervising %d tasks from %s, port %d", plan.size, self.names[my_rank], self.port)
-        child_reported = False
-        child: Optional[Child] = None
+        watch = self.watch = self._new_watch()
+        log.info("supervising %d tasks from %s, port %d", plan.size, self.names[self.rank], self.port)
         try:
             with ForwardSignals(wake) as sigs:
-                self.progress.started(time.monotonic())  # before the command: a report it makes at once counts
-                child = start_command(self.argv, self.env, wake)
-                if child is None:
-                    note_failure(self.launch_report, my_rank, 127)
-                    self._apply(watch.exit(my_rank, 127, time.monotonic()))
-                    child_reported = True
-                sigs.child = self.child = child
                 self.sigs = sigs
-                next_tick = 0.0
-                while True:
-                    now = time.monotonic()
-                    resume = self.gate.resume(server, sel, now)  # accepting paused: until when
-                    timeout = max(0.0, min(next_tick, self._kill_time(child, now), resume or next_tick) - now)
-                    events = sel.select(timeout)
-                    now = time.monotonic()  # one clock read per batch: heartbeats are most events
-                    heard = watch.heard
-                    accept = False
-                    for key, _mask in events:
-                        conn = key.data
-                        if conn == "listen":
-                            accept = True  # after the reads: every connection is read once before it may be pushed out
-                        elif conn == "wake":
-                            wake.drain()
-                        elif conn.rank is not None and not conn.inbuf and self._heartbeat_only(conn):
-                            heard[conn.rank] = now  # the common case, kept cheap
-                        else:
-                            self._serve(conn, sel, watch)
-                    if accept:
-                        self.gate.accept(server, sel, now, lambda c: self._drop(c, sel))
-                    now = time.monotonic()
-                    if not self.stopping and sigs.stop_since(0) is not None:
-                        self._stop_restarts(watch, child, sigs.stop_since(0), now)
-                    if child is not None and child.status is not None and not child_reported:
-                        child_reported = True
-                        if self.regroup is not None:  # ended for its group's restart
-                            self.restart_at, self.regroup = now + self.regroup, None
-                        elif child.ending and my_rank in watch.told:
-                            watch.bye(my_rank)
-                        else:
-                            if child.status != 0 and not self.policy.enabled:
-                                note_failure(self.launch_report, my_rank, child.status)
-                            self._apply(watch.exit(my_rank, child.status, now))
-                    if self.restart_at is not None and now >= self.restart_at:
-                        child = self._start_again(child, wake, now)
-                        child_reported = child is None
-                        if child is None:
-                            self._apply(watch.exit(my_rank, 127, now))
-                    if now >= next_tick:
-                        self._apply(watch.tick(now))
-                        self.gate.expire(sel, server, now, lambda c: self._drop(c, sel))
-                        next_tick = now + 0.5
-                    self._log(watch, my_rank)
-                    self._write_status(watch, now)
-                    if child is not None:
-                        child.tick(now)
-                        hung = self.progress.check(child, now)
-                        if hung:
-                            log.error("%s (the chief's): killing it (SIGKILL)", hung)
-                            child.signal(signal.SIGKILL)
-                    if watch.finished(now) and (child is None or child.status is not None):
-                        break
+                self.command = TaskCommand(self.argv, self.env, wake, sigs, self.timing.progress_deadline,
+                                           self.timing.kill_grace, " (the chief's)")
+                if not self.command.start(time.monotonic()):
+                    note_failure(self.launch_report, self.rank, NOT_RUN)
+                    self._apply(watch.exit(self.rank, NOT_RUN, time.monotonic()))
+                    self.reported = True
+                self._loop(server, sel, wake, watch, sigs)
         finally:
-            if child is not None:
-                child.reap_group()
+            if self.command is not None:
+                self.command.close()
             for conn in self.conns.values():
                 conn.sock.close()
             self.gate.close()
             sel.close()
             server.close()
             wake.close()
-            self.progress.close()
+        return self._finish(watch)
+
+    def _new_watch(self) -> StepWatch:
+        timing, plan = self.timing, self.plan
+        return StepWatch(self.roles, [t.rank for t in plan.tasks], self.names, local_rank=self.rank,
+                         now=time.monotonic(), drain=timing.drain, silence=timing.silence,
+                         connect_grace=timing.connect_grace, end_grace=timing.end_grace,
+                         policy=self.policy, role_of={t.rank: t.role for t in plan.tasks})
+
+    def _loop(self, server: socket.socket, sel: selectors.BaseSelector, wake: Wake, watch: StepWatch,
+              sigs: ForwardSignals) -> None:
+        """Until the step is over: what the tasks say, our own command, the watch's clock."""
+        assert self.command is not None
+        next_tick = 0.0
+        while True:
+            now = time.monotonic()
+            resume = self.gate.resume(server, sel, now)  # accepting paused: until when
+            events = sel.select(max(0.0, self._next_wakeup(now, next_tick, resume) - now))
+            self._handle(events, server, sel, wake, watch, time.monotonic())
+            now = time.monotonic()
+            if not self.stopping and sigs.stop_since(0) is not None:
+                self._stop_restarts(watch, sigs.stop_since(0), now)
+            self._own_command(watch, now)
+            if now >= next_tick:
+                self._apply(watch.tick(now))
+                self.gate.expire(sel, server, now, lambda c: self._drop(c, sel))
+                next_tick = now + 0.5
+            self._log(watch, self.rank)
+            self._write_status(watch, now)
+            self.command.tick(now)
+            if watch.finished(now) and not self.command.running:
+                return
+
+    def _handle(self, events: List[Any], server: socket.socket, sel: selectors.BaseSelector, wake: Wake,
+                watch: StepWatch, now: float) -> None:
+        """One batch of events (one clock read for it: heartbeats are most of them)."""
+        heard = watch.heard
+        accept = False
+        for key, _mask in events:
+            conn = key.data
+            if conn == "listen":
+                accept = True  # after the reads: every connection is read once before it may be pushed out
+            elif conn == "wake":
+                wake.drain()
+            elif conn.rank is not None and not conn.inbuf and self._read_heartbeats(conn):
+                heard[conn.rank] = now  # the common case, kept cheap
+            else:
+                self._serve(conn, sel, watch)
+        if accept:
+            self.gate.accept(server, sel, now, lambda c: self._drop(c, sel))
+
+    def _own_command(self, watch: StepWatch, now: float) -> None:
+        """The chief's command: its exit reported to the watch once; started again when due."""
+        cmd = self.command
+        assert cmd is not None
+        if cmd.status is not None and not self.reported:
+            self.reported = True
+            if self.regroup is not None:  # ended for its group's restart
+                self.restart_at, self.regroup = now + self.regroup, None
+            elif cmd.ending and self.rank in watch.told:
+                watch.bye(self.rank)
+            else:
+                if cmd.status != 0 and not self.policy.enabled:
+                    note_failure(self.launch_report, self.rank, cmd.status)
+                self._apply(watch.exit(self.rank, cmd.status, now))
+        if self.restart_at is not None and now >= self.restart_at:
+            self.restart_at = None
+            if cmd.start(now):  # the same command and environment, once the old one's leftovers are gone
+                log.warning("the chief's command started again")
+                watch.started(self.rank, now)
+                self.reported = False
+            else:
+                self.reported = True
+                self._apply(watch.exit(self.rank, NOT_RUN, now))
+
+    def _finish(self, watch: StepWatch) -> int:
+        """The step's end: who never confirmed it, the final status file and summary; the status."""
         if watch.unsettled():
             log.warning("%d tasks had not confirmed their end: %s", len(watch.unsettled()),
                         ", ".join(self.names[r] for r in watch.unsettled()[:5]))
@@ -189,38 +206,27 @@ class Hub:
         if self.status is not None:
             self.status.update(now, watch.changes, lambda: final or self._snapshot(watch), force=final is not None)
 
-    def _kill_time(self, child: Optional[Child], now: float) -> float:
-        if child is not None and child.status is None and child.kill_at is not None:
-            return child.kill_at
+    def _next_wakeup(self, now: float, next_tick: float, resume: Optional[float]) -> float:
+        """When the loop must look again, whatever the tasks say: the watch's tick, a kill grace's
+        end, a progress look, our command's restart, the end of a pause in accepting."""
+        assert self.command is not None
+        times = [next_tick, now + 0.5, *self.command.deadlines()]
         if self.restart_at is not None:
-            return min(self.restart_at, now + 0.5)
-        return now + 0.5
+            times.append(self.restart_at)
+        if resume is not None:
+            times.append(resume)
+        return min(times)
 
-    def _stop_restarts(self, watch: StepWatch, child: Optional[Child], signo: Optional[int], now: float) -> None:
+    def _stop_restarts(self, watch: StepWatch, signo: Optional[int], now: float) -> None:
         """scancel, srun or Ctrl-C is stopping the step: no restart from now on; a restart of the
         chief's own command that was due is not made, and its failure stands."""
         self.stopping = True
         watch.stop_restarts(f"signal {signo} reached the chief's supervisor")
         if self.restart_at is not None or self.regroup is not None:
             self.restart_at = self.regroup = None
-            if child is not None and child.status is not None:
-                self._apply(watch.exit(self.rank, child.status, now))
-
-    def _start_again(self, old: Optional[Child], wake: Wake, now: float) -> Optional[Child]:
-        """The chief's own command, again (its restart, or its group's): same command and environment,
-        once the old one's leftovers are gone."""
-        if old is not None:
-            old.reap_group()
-        self.restart_at = None
-        self.progress.started(now)
-        child = start_command(self.argv, self.env, wake)
-        self.child = child
-        if self.sigs is not None:
-            self.sigs.child = child
-        if child is not None and self.watch is not None:
-            log.warning("the chief's command started again")
-            self.watch.started(self.rank, now)
-        return child
+            cmd = self.command
+            if cmd is not None and cmd.child is not None and cmd.status is not None:
+                self._apply(watch.exit(self.rank, cmd.status, now))
 
     def _log(self, watch: StepWatch, my_rank: int) -> None:
         for level, message in watch.take_notes():
@@ -242,7 +248,7 @@ class Hub:
             del self.conns[conn.rank]
 
     @staticmethod
-    def _heartbeat_only(conn: Conn) -> bool:
+    def _read_heartbeats(conn: Conn) -> bool:
         """Read what is waiting; True when it was only heartbeats (else it is left in conn.inbuf
         for _serve, or the connection is marked for it)."""
         try:
@@ -260,9 +266,9 @@ class Hub:
         return False
 
     def _serve(self, conn: Conn, sel: selectors.BaseSelector, watch: StepWatch) -> None:
-        lines = conn.read_lines()
+        lines, over = conn.read_lines()
         now = time.monotonic()
-        if lines is None:
+        if over is not None:
             rank = conn.rank
             self._drop(conn, sel)
             if rank is not None:
@@ -350,16 +356,16 @@ class Hub:
                 for rank in action.ranks:
                     if rank == self.rank:
                         self.regroup = action.delay
-                        if self.child is not None:
-                            self.child.end(self.timing.kill_grace)
+                        if self.command is not None:
+                            self.command.end()
                     elif rank in self.conns:
                         self.conns[rank].send(f"regroup {action.delay:g}")
                 continue
             for rank in action.ranks:
                 if rank == self.plan.my_rank:
                     self.restart_at = self.regroup = None  # the step ends: no restart of our own
-                    if self.child is not None:
-                        self.child.end(self.timing.kill_grace)
+                    if self.command is not None:
+                        self.command.end()
                     continue
                 conn = self.conns.get(rank)
                 if conn is not None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import logging
 import selectors
-import signal
 import socket
 import time
 from typing import List, Mapping, Optional, Sequence
@@ -25,9 +24,9 @@ from tf_for_slurm.host import settings
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
 from tf_for_slurm.plan.restart_policy import RestartPolicy, could_restart
 from tf_for_slurm.plan.step_watch import LOST_STATUS
-from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.child_process import LOGGER, ForwardSignals, Wake
 from tf_for_slurm.supervise.handshake import HELLO_DEADLINE, answer_challenge, hello_line, new_nonce
-from tf_for_slurm.supervise.progress_watch import ProgressWatch
+from tf_for_slurm.supervise.task_command import TaskCommand
 from tf_for_slurm.supervise.wire import Conn, Timing, keepalive, note_failure, parse_delay, parse_status
 
 log = logging.getLogger(LOGGER)
@@ -80,123 +79,124 @@ class Spoke:
         self.sigs: Optional[ForwardSignals] = None  # the signals this supervisor received (set in run)
         self.stopped: Optional[int] = None  # 128+signal: stopped while waiting to restart
         self.regroup: Optional[float] = None  # the hub said `regroup DELAY`: the command ends, then starts again
-        self.progress = ProgressWatch(timing.progress_deadline, env.get(settings.PROGRESS_FILE))
+        self.command: Optional[TaskCommand] = None  # this task's command (set in run)
 
     def run(self) -> int:
         """Run the command until it ends; the status this task ends with, once the hub knows it."""
-        timing = self.timing
         wake = Wake()
         sel = selectors.DefaultSelector()
         sel.register(wake.r, selectors.EVENT_READ, "wake")
         start = time.monotonic()
         self.next_try = start
-        next_hb = float("inf")
-        child: Optional[Child] = None
         try:
             with ForwardSignals(wake) as sigs:
-                self.progress.started(start)  # before the command: a report it makes at once counts
-                child = start_command(self.argv, self.env, wake)
-                sigs.child = child
                 self.sigs = sigs
-                while True:
-                    now = time.monotonic()
-                    status = 127 if child is None else child.status
-                    stop = sigs.stop_since(self.signals_seen)
-                    if (self.restart_at is not None or self.regroup is not None) and stop is not None:
-                        # stopped (scancel, srun) while waiting: the signal is the command's answer
-                        log.warning("signal %d while waiting to restart the command: not restarting it", stop)
-                        self.restart_at = self.regroup = None
-                        self.stopped = 128 + stop if status is not None else None
-                    if status is not None and self.regroup is not None:  # ended for its group's restart
-                        self.restart_at, self.regroup, self.failed_at = now + self.regroup, None, now
-                    if self.stopped is not None:
-                        status = self.stopped
-                    if status is not None and self.restart_at is not None and now >= self.restart_at:
-                        child = self._start_again(child, wake, now)
-                        sigs.child = child
-                        status = 127 if child is None else child.status
-                    if status is not None and self.restart_at is None:
-                        if not self.noted and self.told is None and not self.lost:
-                            self.noted = True
-                            log.info("command exited with status %d", status)
-                            if status != 0 and not could_restart(self.policy, self.strategy, self.plan.me.role,
-                                                                 False, status):
-                                note_failure(self.launch_report, self.rank, status)  # else the hub notes it
-                            self.failed_at = now
-                        result = self._finished(status, now, start)
-                        if result is not None:
-                            return result
-                    elif not self.joined and not self.lost and now - start > timing.connect_grace:
-                        self._lose(sel, child,
-                                   f"not reachable within {timing.connect_grace:g} s{self._impostor_note()}")
-                    if child is not None:
-                        child.tick(now)
-                        hung = self.progress.check(child, now)
-                        if hung:
-                            log.error("%s: killing it (SIGKILL)", hung)
-                            child.signal(signal.SIGKILL)
-                    if self.conn is not None and not self.verified and now >= self.verify_by:
-                        self._not_the_hub(sel, f"no challenge within {HELLO_DEADLINE:g} s")
-                    self._connect_step(sel, now, start)
-                    beating = status is None or self.restart_at is not None
-                    if self.joined and self.conn is not None and beating and now >= next_hb:
-                        if not self.conn.send("hb"):
-                            self._lose(sel, child, "the connection failed")
-                        next_hb = now + self.heartbeat
-                    deadlines = [now + 1.0]
-                    if self.joined and beating:
-                        deadlines.append(next_hb)
-                    if self.restart_at is not None:
-                        deadlines.append(self.restart_at)
-                    if self.conn is None and self.connecting is None and not self.given_up:
-                        deadlines.append(self.next_try)
-                    if self.connecting is not None:
-                        deadlines.append(self.connect_by)
-                    if self.conn is not None and not self.verified:
-                        deadlines.append(self.verify_by)
-                    if self.sent:
-                        deadlines.append(self.ack_by)
-                    if child is not None and child.kill_at is not None:
-                        deadlines.append(child.kill_at)
-                    if self.progress.on and child is not None and child.status is None:
-                        deadlines.append(self.progress.next_look)
-                    for key, _mask in sel.select(max(0.0, min(deadlines) - time.monotonic())):
-                        if key.data == "wake":
-                            wake.drain()
-                        elif key.data == "connecting":
-                            self._connected(sel)
-                        elif key.data == "conn":
-                            if self._read(sel, child):
-                                next_hb = time.monotonic() + self.heartbeat
+                self.command = TaskCommand(self.argv, self.env, wake, sigs, self.timing.progress_deadline,
+                                           self.timing.kill_grace)
+                self.command.start(start)
+                return self._loop(sel, wake, sigs, start)
         finally:
-            if child is not None:
-                child.reap_group()
+            if self.command is not None:
+                self.command.close()
             if self.conn is not None:
                 self.conn.sock.close()
             if self.connecting is not None:
                 self.connecting.close()
             sel.close()
             wake.close()
-            self.progress.close()
+
+    def _loop(self, sel: selectors.BaseSelector, wake: Wake, sigs: ForwardSignals, start: float) -> int:
+        cmd = self.command
+        assert cmd is not None
+        next_hb = float("inf")
+        while True:
+            now = time.monotonic()
+            status = self._command_status(sigs, now)
+            if status is not None and self.restart_at is None:
+                result = self._finished(status, now, start)
+                if result is not None:
+                    return result
+            elif not self.joined and not self.lost and now - start > self.timing.connect_grace:
+                self._lose(sel, f"not reachable within {self.timing.connect_grace:g} s{self._impostor_note()}")
+            cmd.tick(now)
+            if self.conn is not None and not self.verified and now >= self.verify_by:
+                self._not_the_hub(sel, f"no challenge within {HELLO_DEADLINE:g} s")
+            self._connect_step(sel, now, start)
+            beating = status is None or self.restart_at is not None
+            if self.joined and self.conn is not None and beating and now >= next_hb:
+                if not self.conn.send("hb"):
+                    self._lose(sel, "the connection failed")
+                next_hb = now + self.heartbeat
+            wakeup = min(self._wakeups(now, next_hb if self.joined and beating else None))
+            for key, _mask in sel.select(max(0.0, wakeup - time.monotonic())):
+                if key.data == "wake":
+                    wake.drain()
+                elif key.data == "connecting":
+                    self._connected(sel)
+                elif key.data == "conn" and self._read(sel):
+                    next_hb = time.monotonic() + self.heartbeat
+
+    def _command_status(self, sigs: ForwardSignals, now: float) -> Optional[int]:
+        """The command's status as this task will report it (None while it runs or restarts), after
+        what is due: a stop while waiting to restart, the group's restart, our own restart."""
+        cmd = self.command
+        assert cmd is not None
+        status = cmd.status
+        stop = sigs.stop_since(self.signals_seen)
+        if (self.restart_at is not None or self.regroup is not None) and stop is not None:
+            # stopped (scancel, srun) while waiting: the signal is the command's answer
+            log.warning("signal %d while waiting to restart the command: not restarting it", stop)
+            self.restart_at = self.regroup = None
+            self.stopped = 128 + stop if status is not None else None
+        if status is not None and self.regroup is not None:  # ended for its group's restart
+            self.restart_at, self.regroup, self.failed_at = now + self.regroup, None, now
+        if self.stopped is not None:
+            status = self.stopped
+        if status is not None and self.restart_at is not None and now >= self.restart_at:
+            self._start_again(now)
+            status = cmd.status
+        if status is not None and self.restart_at is None and not self.noted and self.told is None \
+                and not self.lost:
+            self.noted = True
+            log.info("command exited with status %d", status)
+            if status != 0 and not could_restart(self.policy, self.strategy, self.plan.me.role, False, status):
+                note_failure(self.launch_report, self.rank, status)  # else the hub notes it
+            self.failed_at = now
+        return status
+
+    def _wakeups(self, now: float, next_hb: Optional[float]) -> List[float]:
+        """When the loop must look again, whatever the hub says."""
+        times = [now + 1.0]
+        if next_hb is not None:
+            times.append(next_hb)
+        if self.restart_at is not None:
+            times.append(self.restart_at)
+        if self.conn is None and self.connecting is None and not self.given_up:
+            times.append(self.next_try)
+        if self.connecting is not None:
+            times.append(self.connect_by)
+        if self.conn is not None and not self.verified:
+            times.append(self.verify_by)
+        if self.sent:
+            times.append(self.ack_by)
+        if self.command is not None:
+            times.extend(self.command.deadlines())
+        return times
 
     # -- restarts --------------------------------------------------------------------------
-    def _start_again(self, old: Optional[Child], wake: Wake, now: float) -> Optional[Child]:
+    def _start_again(self, now: float) -> None:
         """The hub said restart: the same command, the same environment, after the failed one's
         leftovers are gone; `started` tells the hub it runs again."""
-        if old is not None:
-            old.reap_group()
+        assert self.command is not None
         self.restart_at = None
         self.restarts += 1
         self.sent = self.acked = self.noted = False
         self.signals_seen = len(self.sigs.received) if self.sigs is not None else 0
-        self.progress.started(now)
-        child = start_command(self.argv, self.env, wake)
-        if child is not None:
+        if self.command.start(now):
             log.warning("command started again (restart %d of this task), %.1f s after it failed", self.restarts,
                         now - self.failed_at)
             if self.conn is not None and not self.conn.send("started"):
                 log.warning("could not tell %s the command runs again (connection failed)", self.hub_name)
-        return child
 
     # -- outcome ---------------------------------------------------------------------------
     def _finished(self, status: int, now: float, start: float) -> Optional[int]:
@@ -227,7 +227,7 @@ class Spoke:
             return status
         return None
 
-    def _lose(self, sel: selectors.BaseSelector, child: Optional[Child], why: str) -> None:
+    def _lose(self, sel: selectors.BaseSelector, why: str) -> None:
         """The hub is gone (or never came): end our command; we exit with LOST_STATUS."""
         if self.conn is not None:
             self._close(sel)
@@ -236,8 +236,8 @@ class Spoke:
         if self.told is None and not self.lost:
             self.lost = True
             log.error("lost %s (%s): ending this task", self.hub_name, why)
-            if child is not None:
-                child.end(self.timing.kill_grace)
+            if self.command is not None:
+                self.command.end()
 
     # -- connection ------------------------------------------------------------------------
     def _connect_step(self, sel: selectors.BaseSelector, now: float, start: float) -> None:
@@ -315,12 +315,12 @@ class Spoke:
         self._close(sel)
         self._backoff(time.monotonic())
 
-    def _read(self, sel: selectors.BaseSelector, child: Optional[Child]) -> bool:
+    def _read(self, sel: selectors.BaseSelector) -> bool:
         """Handle what the hub sent; True when it just accepted us."""
         if self.conn is None:  # closed earlier in this batch of events
             return False
-        lines = self.conn.read_lines()
-        if lines is None:
+        lines, over = self.conn.read_lines()
+        if over is not None:
             if not self.joined and not self.sent and self.told is None:
                 self._close(sel)  # refused before joining: the hub may still be starting
                 self._backoff(time.monotonic())
@@ -328,7 +328,7 @@ class Spoke:
                 self._close(sel)  # it knows what it needs: a hub that has finished
                 self.given_up = True
             else:
-                self._lose(sel, child, "it closed the connection")
+                self._lose(sel, "it closed the connection")
             return False
         accepted = False
         for line in lines:
@@ -343,13 +343,13 @@ class Spoke:
                     return False
                 self.verified = True
                 continue
-            if not self._command(parts, line, sel, child):
+            if not self._command(parts, line, sel):
                 return False
             if parts[0] == "ok":
                 accepted = True
         return accepted
 
-    def _command(self, parts: List[str], line: str, sel: selectors.BaseSelector, child: Optional[Child]) -> bool:
+    def _command(self, parts: List[str], line: str, sel: selectors.BaseSelector) -> bool:
         """One line from the proven hub; False when the connection was given up."""
         head = parts[0]
         if head == "ok" and len(parts) == 2 and not self.joined:
@@ -365,8 +365,8 @@ class Spoke:
                 why = line.split(None, 2)[2] if len(parts) > 2 else ""
                 log.log(logging.INFO if self.told == 0 else logging.ERROR,
                         "ending this task: %s (step status %d)", why or "told by the step's supervisor", self.told)
-                if child is not None:
-                    child.end(self.timing.kill_grace)
+                if self.command is not None:
+                    self.command.end()
             return True
         elif parts == ["ack"]:
             self.acked = True
@@ -385,13 +385,13 @@ class Spoke:
                 log.warning("%s restarts every task: ending this task's command, to start it again %g s "
                             "after it ends", self.hub_name, delay)
                 self.regroup = delay
-                if child is not None and child.status is None:
-                    child.end(self.timing.kill_grace)
+                if self.command is not None and self.command.running:
+                    self.command.end()
             return True
         elif head == "error":
             log.error("%s refused this task: %s", self.hub_name, " ".join(parts[1:])[:80])
-            self._lose(sel, child, "refused")
+            self._lose(sel, "refused")
             return False
         log.error("protocol error from %s: %r; closing the connection", self.hub_name, line[:80])
-        self._lose(sel, child, "protocol error")
+        self._lose(sel, "protocol error")
         return False

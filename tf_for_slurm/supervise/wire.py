@@ -29,7 +29,7 @@ import os
 import re
 import socket
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
 from tf_for_slurm.host import settings
@@ -136,8 +136,10 @@ class Conn:
         self.epoch = 0
         self.peer = ""
 
-    def read_lines(self) -> Optional[List[str]]:
-        """Lines available now; None at EOF or error."""
+    def read_lines(self) -> Tuple[List[str], Optional[str]]:
+        """(the complete lines available now, why the connection is over or None): "closed" (the
+        peer closed, once every line it sent was handed out), "error" (the socket failed) or
+        "overlong line" (an unfinished line longer than MAX_LINE is not the protocol)."""
         data: Optional[bytes]
         if self.pending_eof:
             data = b""
@@ -147,18 +149,18 @@ class Conn:
             except (BlockingIOError, InterruptedError):
                 data = None
             except OSError:
-                return None
+                return [], "error"
             if data == b"":
                 self.pending_eof = True
         if data is None:
             data = b""
         elif not data and not self.inbuf:
-            return None
+            return [], "closed"
         self.inbuf += data
         *lines, self.inbuf = self.inbuf.split(b"\n")
         if len(self.inbuf) > MAX_LINE:
-            return None
-        return [line.decode("ascii", "replace").strip() for line in lines]
+            return [], "overlong line"
+        return [line.decode("ascii", "replace").strip() for line in lines], None
 
     def send(self, text: str) -> bool:
         """Queue and try to send; False when the connection is broken, or the peer does not read

@@ -1,0 +1,91 @@
+"""This task's command under its supervisor: started, started again in place, killed when hung, cleaned up.
+
+Why a class of its own: the hub (the chief's supervisor) and every spoke run a command the same
+way; only their side of the conversation differs.  The signals the supervisor receives reach the
+command that runs now (ForwardSignals follows each start), a command found hung
+(plan.progress, through ProgressWatch) is killed, and whatever the command left in its process
+group is reaped before it starts again and when the supervisor ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from typing import List, Mapping, Optional, Sequence
+
+from tf_for_slurm.host import settings
+from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.progress_watch import ProgressWatch
+
+log = logging.getLogger(LOGGER)
+
+NOT_RUN = 127  # the status of a command that could not be started (as a shell says)
+
+
+class TaskCommand:
+    """One task's command as a child process, started as often as the supervisor says."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], wake: Wake, sigs: ForwardSignals,
+                 progress_deadline: float, kill_grace: float, who: str = ""):
+        self.argv, self.env, self.wake, self.sigs = argv, env, wake, sigs
+        self.kill_grace = kill_grace
+        self.who = who  # for the hang line: "" or " (the chief's)"
+        self.progress = ProgressWatch(progress_deadline, env.get(settings.PROGRESS_FILE))
+        self.child: Optional[Child] = None
+        self.starts = 0  # how often the command was started (the first start included)
+
+    def start(self, now: float) -> bool:
+        """Start the command (again: once the last one's leftovers are gone); False if it cannot run."""
+        if self.child is not None:
+            self.child.reap_group()
+        self.progress.started(now)  # before the command: a report it makes at once counts
+        self.child = start_command(self.argv, self.env, self.wake)
+        self.sigs.child = self.child
+        self.starts += 1
+        return self.child is not None
+
+    @property
+    def status(self) -> Optional[int]:
+        """The command's exit status once it ended (NOT_RUN when it could not start), else None."""
+        if self.child is None:
+            return NOT_RUN if self.starts else None
+        return self.child.status
+
+    @property
+    def running(self) -> bool:
+        return self.child is not None and self.child.status is None
+
+    @property
+    def ending(self) -> bool:
+        """The command was told to end (SIGTERM sent)."""
+        return self.child is not None and self.child.ending
+
+    def end(self) -> None:
+        """SIGTERM, then SIGKILL after the kill grace (tick carries that out)."""
+        if self.child is not None:
+            self.child.end(self.kill_grace)
+
+    def tick(self, now: float) -> None:
+        """The kill grace's SIGKILL when due; a hung command killed (SIGKILL)."""
+        if self.child is None:
+            return
+        self.child.tick(now)
+        hung = self.progress.check(self.child, now)
+        if hung:
+            log.error("%s%s: killing it (SIGKILL)", hung, self.who)
+            self.child.signal(signal.SIGKILL)
+
+    def deadlines(self) -> List[float]:
+        """When tick has something to do next."""
+        out: List[float] = []
+        if self.child is not None and self.child.kill_at is not None:
+            out.append(self.child.kill_at)
+        if self.progress.on and self.running:
+            out.append(self.progress.next_look)
+        return out
+
+    def close(self) -> None:
+        """Reap what the command left; stop watching its progress."""
+        if self.child is not None:
+            self.child.reap_group()
+        self.progress.close()
