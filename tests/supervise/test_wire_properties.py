@@ -306,7 +306,7 @@ class SpokeSide:
         ours, self.peer = _pair(small_send=False)
         spoke.conn = Conn(ours)  # as Spoke._connected sets it up
         spoke.nonce, spoke.verified = new_nonce(), False
-        spoke.sent = sent  # its command's exit report is on its way (a `restart` then counts)
+        spoke.watch.sent = sent  # its command's exit report is on its way (a `restart` then counts)
         self.sel.register(ours, selectors.EVENT_READ, "conn")
         self.max_inbuf = 0
 
@@ -375,8 +375,9 @@ def test_spoke_unproven_hub_is_not_obeyed(pieces, close, restarts, sent):
         side.deliver(pieces, close)
         s = side.spoke
         event(f"closed: {s.conn is None}")
-        assert not s.verified and not s.joined and not s.lost
-        assert s.told is None and s.restart_at is None and s.regroup is None and not s.acked
+        w = s.watch
+        assert not s.verified and not s.joined and not w.lost
+        assert w.told is None and w.restart_at is None and w.regroup is None and not w.acked
         assert s.heartbeat == Timing.from_env({}).heartbeat
         assert side.max_inbuf <= MAX_LINE + RECV
     finally:
@@ -393,13 +394,13 @@ def test_spoke_proven_hub_is_bounded(pieces, close, restarts, sent, join):
         before = time.monotonic()
         side.deliver(pieces, close)
         s = side.spoke
-        event(f"closed: {s.conn is None}; told: {s.told is not None}; lost: {s.lost}; "
-              f"restart: {s.restart_at is not None}; regroup: {s.regroup is not None}")
-        assert s.told is None or 0 <= s.told <= 255
-        assert s.restart_at is None or s.restart_at <= time.monotonic() + MAX_DELAY
-        assert s.regroup is None or 0 <= s.regroup <= MAX_DELAY
+        event(f"closed: {s.conn is None}; told: {s.watch.told is not None}; lost: {s.watch.lost}; "
+              f"restart: {s.watch.restart_at is not None}; regroup: {s.watch.regroup is not None}")
+        assert s.watch.told is None or 0 <= s.watch.told <= 255
+        assert s.watch.restart_at is None or s.watch.restart_at <= time.monotonic() + MAX_DELAY
+        assert s.watch.regroup is None or 0 <= s.watch.regroup <= MAX_DELAY
         assert 0.05 <= s.heartbeat <= Timing.from_env({}).silence / 2
-        assert s.restart_at is None or s.restart_at >= before
+        assert s.watch.restart_at is None or s.watch.restart_at >= before
         assert side.max_inbuf <= MAX_LINE + RECV
     finally:
         side.close()

@@ -23,7 +23,7 @@ from tf_for_slurm.errors import PlanError
 from tf_for_slurm.host import settings
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
 from tf_for_slurm.plan.restart_policy import RestartPolicy, could_restart
-from tf_for_slurm.plan.step_watch import LOST_STATUS
+from tf_for_slurm.plan.spoke_watch import END_COMMAND, START_AGAIN, Action, Finish, Link, NoteFailure, Send, SpokeWatch
 from tf_for_slurm.supervise.child_process import LOGGER, ForwardSignals, Wake
 from tf_for_slurm.supervise.handshake import HELLO_DEADLINE, answer_challenge, hello_line, new_nonce
 from tf_for_slurm.supervise.task_command import TaskCommand
@@ -64,21 +64,13 @@ class Spoke:
         self.delay = 0.05
         self.joined = False  # the hub said ok
         self.given_up = False  # no more connection attempts
-        # outcome state
-        self.told: Optional[int] = None  # the hub told us to end with this status
-        self.lost = False  # the hub went away (or never came): we end our command
-        self.sent = False  # exit/bye sent
-        self.acked = False
-        self.ack_by = 0.0
-        self.noted = False  # the command's exit was logged (and noted for the launcher)
-        # restarts: the hub said `restart DELAY`; the command starts again at restart_at
-        self.restart_at: Optional[float] = None
-        self.restarts = 0
-        self.failed_at = 0.0
+        # what to do with the command's end and the hub's words: decided by plan.spoke_watch
+        self.watch = SpokeWatch(start=time.monotonic(), report_wait=timing.report_wait,
+                                connect_grace=timing.connect_grace, hub_name=self.hub_name,
+                                retried=lambda status: could_restart(self.policy, strategy, plan.me.role, False,
+                                                                     status))
         self.signals_seen = 0  # signals received before the command last started (a later stop: no restart)
         self.sigs: Optional[ForwardSignals] = None  # the signals this supervisor received (set in run)
-        self.stopped: Optional[int] = None  # 128+signal: stopped while waiting to restart
-        self.regroup: Optional[float] = None  # the hub said `regroup DELAY`: the command ends, then starts again
         self.command: Optional[TaskCommand] = None  # this task's command (set in run)
 
     def run(self) -> int:
@@ -86,7 +78,7 @@ class Spoke:
         wake = Wake()
         sel = selectors.DefaultSelector()
         sel.register(wake.r, selectors.EVENT_READ, "wake")
-        start = time.monotonic()
+        start = self.watch.start = time.monotonic()
         self.next_try = start
         try:
             with ForwardSignals(wake) as sigs:
@@ -111,18 +103,14 @@ class Spoke:
         next_hb = float("inf")
         while True:
             now = time.monotonic()
-            status = self._command_status(sigs, now)
-            if status is not None and self.restart_at is None:
-                result = self._finished(status, now, start)
-                if result is not None:
-                    return result
-            elif not self.joined and not self.lost and now - start > self.timing.connect_grace:
-                self._lose(sel, f"not reachable within {self.timing.connect_grace:g} s{self._impostor_note()}")
+            result = self._turn(sel, sigs, now)
+            if result is not None:
+                return result
             cmd.tick(now)
             if self.conn is not None and not self.verified and now >= self.verify_by:
                 self._not_the_hub(sel, f"no challenge within {HELLO_DEADLINE:g} s")
             self._connect_step(sel, now, start)
-            beating = status is None or self.restart_at is not None
+            beating = cmd.status is None or self.watch.restart_at is not None
             if self.joined and self.conn is not None and beating and now >= next_hb:
                 if not self.conn.send("hb"):
                     self._lose(sel, "the connection failed")
@@ -136,49 +124,56 @@ class Spoke:
                 elif key.data == "conn" and self._read(sel):
                     next_hb = time.monotonic() + self.heartbeat
 
-    def _command_status(self, sigs: ForwardSignals, now: float) -> Optional[int]:
-        """The command's status as this task will report it (None while it runs or restarts), after
-        what is due: a stop while waiting to restart, the group's restart, our own restart."""
-        cmd = self.command
-        assert cmd is not None
-        status = cmd.status
-        stop = sigs.stop_since(self.signals_seen)
-        if (self.restart_at is not None or self.regroup is not None) and stop is not None:
-            # stopped (scancel, srun) while waiting: the signal is the command's answer
-            log.warning("signal %d while waiting to restart the command: not restarting it", stop)
-            self.restart_at = self.regroup = None
-            self.stopped = 128 + stop if status is not None else None
-        if status is not None and self.regroup is not None:  # ended for its group's restart
-            self.restart_at, self.regroup, self.failed_at = now + self.regroup, None, now
-        if self.stopped is not None:
-            status = self.stopped
-        if status is not None and self.restart_at is not None and now >= self.restart_at:
-            self._start_again(now)
-            status = cmd.status
-        if status is not None and self.restart_at is None and not self.noted and self.told is None \
-                and not self.lost:
-            self.noted = True
-            log.info("command exited with status %d", status)
-            if status != 0 and not could_restart(self.policy, self.strategy, self.plan.me.role, False, status):
-                note_failure(self.launch_report, self.rank, status)  # else the hub notes it
-            self.failed_at = now
-        return status
+    def _turn(self, sel: selectors.BaseSelector, sigs: ForwardSignals, now: float) -> Optional[int]:
+        """One look by the watch at the command and the link; the status to exit with, else None."""
+        assert self.command is not None
+        link = Link(self.conn is not None, self.joined, self.given_up, self._impostor_note())
+        actions = self.watch.turn(now, self.command.status, sigs.stop_since(self.signals_seen), link)
+        result = self._carry_out(sel, actions, now)
+        if result is None and START_AGAIN in actions:  # the new command's state, at once
+            link = Link(self.conn is not None, self.joined, self.given_up, self._impostor_note())
+            result = self._carry_out(sel, self.watch.turn(now, self.command.status, None, link), now)
+        return result
+
+    def _carry_out(self, sel: selectors.BaseSelector, actions: List[Action], now: float) -> Optional[int]:
+        """Do what the watch said; the status to exit with when it said Finish."""
+        result: Optional[int] = None
+        for action in actions:
+            if action is END_COMMAND and self.command is not None:
+                self.command.end()
+            elif action is START_AGAIN:
+                self._start_again(now)
+            elif isinstance(action, NoteFailure):
+                note_failure(self.launch_report, self.rank, action.status)
+            elif isinstance(action, Send):
+                ok = self.conn is not None and self.conn.send(action.line)
+                result = self._carry_out(sel, self.watch.sent_result(ok, now, action.status), now)
+            elif isinstance(action, Finish):
+                result = action.status
+            if result is not None:
+                break
+        for level, message in self.watch.take_notes():
+            log.log(level, "%s", message)
+        if self.watch.lost and not self.given_up:  # the hub is gone: no more connection attempts
+            self._give_up(sel)
+        return result
 
     def _wakeups(self, now: float, next_hb: Optional[float]) -> List[float]:
         """When the loop must look again, whatever the hub says."""
+        watch = self.watch
         times = [now + 1.0]
         if next_hb is not None:
             times.append(next_hb)
-        if self.restart_at is not None:
-            times.append(self.restart_at)
+        if watch.restart_at is not None:
+            times.append(watch.restart_at)
         if self.conn is None and self.connecting is None and not self.given_up:
             times.append(self.next_try)
         if self.connecting is not None:
             times.append(self.connect_by)
         if self.conn is not None and not self.verified:
             times.append(self.verify_by)
-        if self.sent:
-            times.append(self.ack_by)
+        if watch.sent:
+            times.append(watch.ack_by)
         if self.command is not None:
             times.extend(self.command.deadlines())
         return times
@@ -188,56 +183,22 @@ class Spoke:
         """The hub said restart: the same command, the same environment, after the failed one's
         leftovers are gone; `started` tells the hub it runs again."""
         assert self.command is not None
-        self.restart_at = None
-        self.restarts += 1
-        self.sent = self.acked = self.noted = False
         self.signals_seen = len(self.sigs.received) if self.sigs is not None else 0
-        if self.command.start(now):
-            log.warning("command started again (restart %d of this task), %.1f s after it failed", self.restarts,
-                        now - self.failed_at)
-            if self.conn is not None and not self.conn.send("started"):
-                log.warning("could not tell %s the command runs again (connection failed)", self.hub_name)
+        ok = self.command.start(now)
+        self.watch.started_again(ok, now)
+        if ok and self.conn is not None and not self.conn.send("started"):
+            log.warning("could not tell %s the command runs again (connection failed)", self.hub_name)
 
-    # -- outcome ---------------------------------------------------------------------------
-    def _finished(self, status: int, now: float, start: float) -> Optional[int]:
-        """The command has ended: the exit status to return once the hub knows, else None."""
-        timing = self.timing
-        if self.told is not None or self.lost:
-            final = self.told if self.told is not None else LOST_STATUS
-            if self.told is not None and self.conn is not None and self.joined and not self.sent:
-                self.sent = self.conn.send(f"bye {status}")
-                self.ack_by = now + timing.report_wait
-            if self.conn is None or self.acked or not self.sent or now >= self.ack_by:
-                return final
-            return None
-        if self.conn is not None and self.joined and not self.sent:
-            self.sent = self.conn.send(f"exit {status}")
-            self.ack_by = now + timing.report_wait
-            if not self.sent:
-                log.warning("could not tell %s this task's status %d (connection failed)", self.hub_name, status)
-                return status
-        if self.acked:
-            return status
-        if self.sent and (self.conn is None or now >= self.ack_by):
-            if self.conn is not None:
-                log.warning("no acknowledgement from %s within %g s", self.hub_name, timing.report_wait)
-            return status
-        if not self.sent and (self.given_up or now - start > timing.connect_grace):
-            log.error("could not tell %s this task's status %d: never reached it", self.hub_name, status)
-            return status
-        return None
-
+    # -- the hub gone ----------------------------------------------------------------------
     def _lose(self, sel: selectors.BaseSelector, why: str) -> None:
         """The hub is gone (or never came): end our command; we exit with LOST_STATUS."""
+        self._carry_out(sel, self.watch.lose(why), time.monotonic())
+        self._give_up(sel)
+
+    def _give_up(self, sel: selectors.BaseSelector) -> None:
         if self.conn is not None:
             self._close(sel)
         self.given_up = True
-        self.restart_at = None
-        if self.told is None and not self.lost:
-            self.lost = True
-            log.error("lost %s (%s): ending this task", self.hub_name, why)
-            if self.command is not None:
-                self.command.end()
 
     # -- connection ------------------------------------------------------------------------
     def _connect_step(self, sel: selectors.BaseSelector, now: float, start: float) -> None:
@@ -321,12 +282,12 @@ class Spoke:
             return False
         lines, over = self.conn.read_lines()
         if over is not None:
-            if not self.joined and not self.sent and self.told is None:
+            verdict = self.watch.hub_closed(self.joined)
+            if verdict == "retry":
                 self._close(sel)  # refused before joining: the hub may still be starting
                 self._backoff(time.monotonic())
-            elif self.sent or self.told is not None:
-                self._close(sel)  # it knows what it needs: a hub that has finished
-                self.given_up = True
+            elif verdict == "done":
+                self._give_up(sel)  # it knows what it needs: a hub that has finished
             else:
                 self._lose(sel, "it closed the connection")
             return False
@@ -359,34 +320,19 @@ class Spoke:
                 self.heartbeat = min(max(delay, 0.05), self.timing.silence / 2)
                 return True
         elif head == "end" and len(parts) >= 2 and parse_status(parts[1]) is not None:
-            if self.told is None and not self.lost:
-                self.restart_at = self.regroup = None  # told to end while waiting: the old status is reported
-                self.told = parse_status(parts[1])
-                why = line.split(None, 2)[2] if len(parts) > 2 else ""
-                log.log(logging.INFO if self.told == 0 else logging.ERROR,
-                        "ending this task: %s (step status %d)", why or "told by the step's supervisor", self.told)
-                if self.command is not None:
-                    self.command.end()
+            why = line.split(None, 2)[2] if len(parts) > 2 else ""
+            self._carry_out(sel, self.watch.end(parse_status(parts[1]) or 0, why), time.monotonic())
             return True
         elif parts == ["ack"]:
-            self.acked = True
+            self.watch.ack()
             return True
         elif head == "restart" and len(parts) == 2 and parse_delay(parts[1]) is not None:
-            if self.sent and not self.acked and self.told is None and not self.lost:
-                delay = parse_delay(parts[1]) or 0.0
-                log.warning("%s restarts this task's command in %g s", self.hub_name, delay)
-                self.restart_at = time.monotonic() + delay
-                self.sent = False  # the answer came: a new report is due when the next command ends
+            self.watch.restart(parse_delay(parts[1]) or 0.0, time.monotonic())
+            self._carry_out(sel, [], time.monotonic())  # its line
             return True
         elif head == "regroup" and len(parts) == 2 and parse_delay(parts[1]) is not None:
-            # not when its own exit is on its way: the hub answers that one with `restart`
-            if self.told is None and not self.lost and not self.sent and self.restart_at is None:
-                delay = parse_delay(parts[1]) or 0.0
-                log.warning("%s restarts every task: ending this task's command, to start it again %g s "
-                            "after it ends", self.hub_name, delay)
-                self.regroup = delay
-                if self.command is not None and self.command.running:
-                    self.command.end()
+            running = self.command is not None and self.command.running
+            self._carry_out(sel, self.watch.regroup_now(parse_delay(parts[1]) or 0.0, running), time.monotonic())
             return True
         elif head == "error":
             log.error("%s refused this task: %s", self.hub_name, " ".join(parts[1:])[:80])
