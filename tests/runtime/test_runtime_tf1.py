@@ -490,7 +490,7 @@ def test_worker_dying_before_first_dequeue_deadline_is_lost_within_bound():
     died = [float(x.split()[1]) for x in out.splitlines() if x.startswith("WORKER_DIED")]
     done = [x.split() for x in out.splitlines() if x.startswith("RC")]
     assert died and done, out + err[-3000:]
-    assert done[0][1] == "1", out + err[-3000:]
+    assert done[0][1] == str(EXIT_WORKER_LOST), out + err[-3000:]  # lost: 69 since fdb1fa8
     assert float(done[0][2]) - died[0] <= 5.0, (float(done[0][2]) - died[0], err[-3000:])
     assert f"lost worker:0 at 127.0.0.1:{ports[1]}" in err, err[-3000:]
 

@@ -525,3 +525,27 @@ def test_step_in_name():
 
     assert step_in_name("/d/ckpt-1300") == 1300 and step_in_name("/run-3/model.ckpt-7") == 7
     assert step_in_name("/d/weights") is None
+
+
+def test_job_times_and_requeue_job_read_slurms_answers():
+    """squeue unanswered or unreadable: times unknown; scontrol's refusal: its last line, else its status."""
+    from types import SimpleNamespace
+
+    from tf_for_slurm.supervise.slurm_job import job_times, requeue_job
+
+    def answer(out, rc=0, err=""):
+        return lambda argv, **kw: SimpleNamespace(stdout=out, stderr=err, returncode=rc)
+
+    def missing(argv, **kw):
+        raise FileNotFoundError(argv[0])
+
+    start, end = (time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%S")) for t in ("2024-05-01T10:00:00",
+                                                                                "2024-05-01T11:00:00"))
+    assert job_times("7", answer("2024-05-01T10:00:00 2024-05-01T11:00:00\n")) == (start, end)
+    assert job_times("7", answer("2024-05-01T11:00:00\n")) == (None, end)
+    assert job_times("7", answer("N/A N/A\n")) == (None, None)
+    assert job_times("7", answer("2024-05-01T10:00:00 2024-05-01T11:00:00\n", 1)) == (None, None)
+    assert job_times("7", missing) == (None, None)
+    assert requeue_job("7", answer("")) is None
+    assert requeue_job("7", answer("", 1, "scontrol: error: x\nJob is not requeueable\n")) == "Job is not requeueable"
+    assert requeue_job("7", answer("", 2)) == "2"

@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                   "for MWMS, a ps, a PSS coordinator)")
     g.add_argument("--max-restarts", type=int, default=None, metavar="N",
                    help=f"restarts allowed in the step (default: {settings.MAX_RESTARTS}, else "
-                        f"{settings.default_int(settings.MAX_RESTARTS)}: off); at most "
+                        f"{settings.default_int(settings.MAX_RESTARTS)}; 0: off); at most "
                         f"{settings.MAX_TASK_RESTARTS} per task, each after a back-off doubling from "
                         f"{settings.RESTART_BACKOFF} up to {MAX_BACKOFF:g} s; a task failing again within "
                         f"{settings.CRASH_WINDOW} seconds of its restart ends the step")

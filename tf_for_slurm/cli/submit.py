@@ -13,7 +13,7 @@ import shutil
 import sys
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
-from tf_for_slurm.cli import het
+from tf_for_slurm.cli import het, role_options
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import batch_script, job_folder, sbatch, settings
@@ -23,7 +23,7 @@ from tf_for_slurm.plan.batch_settings import strict_int
 from tf_for_slurm.plan.cluster import build_plan
 from tf_for_slurm.plan.hetjob import offline_het_step
 from tf_for_slurm.plan.step import format_tasks_per_node, offline_step
-from tf_for_slurm.plan.strategy import STRATEGY_CHOICES, step_roles
+from tf_for_slurm.plan.strategy import step_roles
 from tf_for_slurm.plan.summary import roles_line
 
 
@@ -36,33 +36,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_sbatch_options(s: Any) -> None:
-    """sbatch's options `submit` knows by name (also each further component's, after ':')."""
-    s.add_argument("-N", "--nodes", metavar="N", help="nodes")
-    s.add_argument("-n", "--ntasks", metavar="N", help="tasks (default: nodes x --ntasks-per-node)")
-    s.add_argument("--ntasks-per-node", metavar="N", help="tasks on each node (default with -N alone: 1)")
-    s.add_argument("-c", "--cpus-per-task", metavar="N", help="CPUs per task (srun gets -c too)")
-    s.add_argument("-t", "--time", help="time limit: MINUTES, HH:MM:SS, D-HH:MM, ...")
-    s.add_argument("-p", "--partition")
-    s.add_argument("--gpus-per-node", metavar="[TYPE:]N")
-    s.add_argument("--mem-per-cpu", metavar="SIZE", help="MB (or with K, M, G, T) per CPU")
-    s.add_argument("-A", "--account")
-    s.add_argument("--qos")
-    s.add_argument("-J", "--job-name", help="default: the command's .py file")
+    """sbatch's options `submit` knows by name (also each further component's, after ':'): those of
+    batch_script.NAMED_OPTIONS, which also checks their values, then --exclusive and --sbatch-arg."""
+    for named in batch_script.NAMED_OPTIONS:
+        s.add_argument(*named.flags, dest=named.dest, metavar=named.metavar, help=named.help)
     s.add_argument("--exclusive", action="store_true", help="whole nodes")
     s.add_argument("--sbatch-arg", action="append", default=[], metavar="OPTION",
                    help="any other sbatch option, one word each, e.g. --sbatch-arg=--constraint=a100 (repeatable)")
 
 
 def _add_our_options(parser: argparse.ArgumentParser) -> None:
-    r = parser.add_argument_group(f"roles and strategy, as `tf-slurm exec` (default: {settings.TASKS}, else "
-                                  f"{settings.PS}, else 1 ps)")
-    r.add_argument("--tasks", metavar="ROLES", help="comma-separated roles, one per task, e.g. chief,ps,worker")
-    r.add_argument("--ps", metavar="P", help="number of parameter servers: the first P tasks")
-    r.add_argument("--chief", action="store_true", help="make the first worker an explicit chief")
-    het.add_role_option(r)
-    r.add_argument("--strategy", choices=STRATEGY_CHOICES, default=None,
-                   help=f"how the step ends (default: {settings.STRATEGY}, else auto)")
-    r.add_argument("--address", help="address policy: hostname | auto | template:{host}-ib | iface:ib0 | file:PATH")
+    role_options.add_arguments(parser, title=f"roles and strategy, as `tf-slurm exec` {role_options.DEFAULTS}",
+                               placement=False, strategy=True)
     b = parser.add_argument_group("time limit and requeue (as `tf-slurm batch-step`)")
     b.add_argument("--checkpoint-dir", metavar="DIR", help="the training's checkpoint directory (made if missing)")
     b.add_argument("--target", metavar="STEP", help="the global step that means done: a checkpoint at it, no requeue")
@@ -112,7 +97,7 @@ def _roles(args: argparse.Namespace, env) -> Tuple[Optional[Tuple[str, ...]], in
         raise UsageError("--tasks and --ps were both given: expected one of them")
     tasks = tuple(r.strip() for r in tasks_text.split(",") if r.strip()) if tasks_text is not None else None
     if args.ps is not None:
-        ps = strict_int(args.ps, "--ps")
+        ps = args.ps
     else:
         from_env = settings.integer(env, settings.PS, minimum=0)
         ps = 1 if from_env is None else from_env
@@ -153,7 +138,7 @@ def build(args: argparse.Namespace) -> Job:
     components = [args] + [_component(words, c + 1) for c, words in enumerate(segments)]
     words_of, counts_of = [], []
     for ns in components:
-        values = {dest: getattr(ns, dest) for dest, _, _ in batch_script.NAMED_OPTIONS}
+        values = {named.dest: getattr(ns, named.dest) for named in batch_script.NAMED_OPTIONS}
         words_of.append(batch_script.sbatch_words(values, exclusive=ns.exclusive, extra=ns.sbatch_arg))
         counts_of.append(layout(_count(ns.nodes, "--nodes"), _count(ns.ntasks, "--ntasks"),
                                 _count(ns.ntasks_per_node, "--ntasks-per-node"))[0])

@@ -14,17 +14,44 @@ import os
 import re
 import shlex
 from dataclasses import dataclass
-from typing import List, Mapping, Optional, Sequence, Tuple
+from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings, slurm
 
-# sbatch's options that `submit` has its own names for: (argparse dest, sbatch's option, value kind)
-NAMED_OPTIONS: Tuple[Tuple[str, str, str], ...] = (
-    ("nodes", "--nodes", "count"), ("ntasks", "--ntasks", "count"), ("ntasks_per_node", "--ntasks-per-node", "count"),
-    ("cpus_per_task", "--cpus-per-task", "count"), ("time", "--time", "time"), ("partition", "--partition", "names"),
-    ("gpus_per_node", "--gpus-per-node", "gpus"), ("mem_per_cpu", "--mem-per-cpu", "memory"),
-    ("account", "--account", "names"), ("qos", "--qos", "names"), ("job_name", "--job-name", "text"),
+
+class SbatchOption(NamedTuple):
+    """One sbatch option `submit` has its own name for.  Why one table: `submit`'s parser declares each
+    from it (cli/submit.py) and sbatch_words checks each with it, so the two cannot drift apart."""
+
+    flags: Tuple[str, ...]  # sbatch's own spellings, the long one last (what sbatch's command line gets)
+    kind: str  # how the value is checked: a key of _KINDS
+    metavar: Optional[str] = None
+    help: Optional[str] = None
+
+    @property
+    def option(self) -> str:
+        """The long option, as sbatch's command line gets it."""
+        return self.flags[-1]
+
+    @property
+    def dest(self) -> str:
+        """argparse's name for the value (the long option's)."""
+        return self.option[2:].replace("-", "_")
+
+
+NAMED_OPTIONS: Tuple[SbatchOption, ...] = (
+    SbatchOption(("-N", "--nodes"), "count", "N", "nodes"),
+    SbatchOption(("-n", "--ntasks"), "count", "N", "tasks (default: nodes x --ntasks-per-node)"),
+    SbatchOption(("--ntasks-per-node",), "count", "N", "tasks on each node (default with -N alone: 1)"),
+    SbatchOption(("-c", "--cpus-per-task"), "count", "N", "CPUs per task (srun gets -c too)"),
+    SbatchOption(("-t", "--time"), "time", None, "time limit: MINUTES, HH:MM:SS, D-HH:MM, ..."),
+    SbatchOption(("-p", "--partition"), "names"),
+    SbatchOption(("--gpus-per-node",), "gpus", "[TYPE:]N"),
+    SbatchOption(("--mem-per-cpu",), "memory", "SIZE", "MB (or with K, M, G, T) per CPU"),
+    SbatchOption(("-A", "--account"), "names"),
+    SbatchOption(("--qos",), "names"),
+    SbatchOption(("-J", "--job-name"), "text", None, "default: the command's .py file"),
 )
 _KINDS = {
     "count": (re.compile(r"[1-9][0-9]{0,6}"), "an integer >= 1"),
@@ -95,14 +122,14 @@ def sbatch_words(values: Mapping[str, Optional[str]], *, exclusive: bool = False
     """sbatch's argv words for the named options given (`values` by argparse dest) and --sbatch-arg's,
     each checked; one UsageError naming the option otherwise."""
     words: List[str] = []
-    for dest, option, kind in NAMED_OPTIONS:
-        value = values.get(dest)
+    for named in NAMED_OPTIONS:
+        value = values.get(named.dest)
         if value is None:
             continue
-        pattern, expected = _KINDS[kind]
+        pattern, expected = _KINDS[named.kind]
         if not pattern.fullmatch(str(value)):
-            raise UsageError(bad_value(option, value, expected))
-        words.append(f"{option}={value}")
+            raise UsageError(bad_value(named.option, value, expected))
+        words.append(f"{named.option}={value}")
     if exclusive:
         words.append("--exclusive")
     for word in extra:

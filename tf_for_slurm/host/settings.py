@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
 from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.plan.numbers import parse_int, parse_seconds
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -159,35 +160,28 @@ def flag(env: Mapping[str, str], name: str) -> bool:
 
 
 def integer(env: Mapping[str, str], name: str, minimum: Optional[int] = None) -> Optional[int]:
-    """An integer setting, or None when unset or empty."""
+    """An integer setting (plan.numbers.parse_int's grammar), or None when unset or empty."""
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        expected = "an integer" + (f" >= {minimum}" if minimum is not None else "")
-        raise UsageError(bad_value(name, raw, expected)) from None
-    if minimum is not None and value < minimum:
-        raise UsageError(bad_value(name, raw, f"an integer >= {minimum}"))
-    return value
+    return parse_int(raw, name, minimum)
 
 
 def seconds(env: Mapping[str, str], name: str, lo: float = 0.0, hi: Optional[float] = None,
-            lo_open: bool = False) -> Optional[float]:
-    """A number of seconds in [lo, hi) (or (lo, hi) with lo_open), or None when unset or empty."""
+            lo_open: bool = False, *, given: Optional[float] = None,
+            given_name: Optional[str] = None) -> Optional[float]:
+    """A number of seconds in [lo, hi) (or (lo, hi) with lo_open), or None when unset or empty.
+
+    given: an option's value (None: not given), which wins over the setting; a bad one is named
+    `given_name` in the message.  Why here: every seconds setting, with or without an option in
+    front of it, is read and checked by this one function (plan.numbers.parse_seconds).
+    """
+    if given is not None:
+        return parse_seconds(given, given_name or name, lo, hi, lo_open)
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    ok = (value > lo if lo_open else value >= lo) and (hi is None or value < hi)
-    if not ok:
-        bounds = f"{'>' if lo_open else '>='} {lo:g}" + (f" and < {hi:g}" if hi is not None else "")
-        raise UsageError(bad_value(name, raw, f"seconds, a number {bounds}"))
-    return value
+    return parse_seconds(raw, name, lo, hi, lo_open)
 
 
 def default_seconds(name: str) -> float:
@@ -245,15 +239,13 @@ def set_in_environment(name: str, value: str) -> None:
 def count_from(env: Mapping[str, str], name: str, default: int) -> int:
     """A non-negative integer variable of `env` (absent or empty: `default`), or one UsageError line.
 
-    Why not `integer`: batch-step's counts (its settings, Slurm's restart count) accept plain digits
-    only and say "a whole number", as they did when this lived in plan.requeue.
+    The grammar is `integer`'s (plan.numbers.parse_int); batch-step's counts (its settings, Slurm's
+    restart count) say "a whole number", as they did when this lived in plan.requeue.
     """
     raw = env.get(name, "")
     if raw.strip() == "":
         return default
-    if not raw.strip().isdigit():
-        raise UsageError(bad_value(name, raw, "a whole number >= 0"))
-    return int(raw.strip())
+    return parse_int(raw, name, 0, noun="a whole number")
 
 
 def default_text(name: str) -> str:

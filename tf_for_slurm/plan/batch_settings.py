@@ -21,13 +21,13 @@ from __future__ import annotations
 import re
 from typing import Dict, Mapping, Optional, Tuple
 
-from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.errors import UsageError
+from tf_for_slurm.plan.numbers import parse_int
 from tf_for_slurm.plan.step import MAX_TASKS, parse_tasks_per_node
 
 __all__ = ["SETTINGS", "first_failure", "job_counts", "mem_per_cpu_for_task", "strict_int", "template_settings"]
 
 SETTINGS = ("NTASKS", "CPUS_PER_TASK", "NUM_WORKERS", "MEM_PER_CPU", "RESV_PORTS")
-_DIGITS = re.compile(r"[0-9]{1,18}")  # ASCII digits only: int() would also take '+5', '5_0', '٥'
 # srun 22.05: "srun: error: node2: task 2: Exited with exit code 3", "... tasks 1-2: Killed",
 # "... task 0: Terminated"
 _SRUN_TASK_END = re.compile(r"^srun: error: \S+: tasks? [0-9,\-]+: "
@@ -36,15 +36,9 @@ _SIGNALS = {"Killed": 9, "Terminated": 15, "Segmentation fault": 11, "Aborted": 
 
 
 def strict_int(value: object, name: str, minimum: int = 0, maximum: Optional[int] = None) -> int:
-    """A plain non-negative decimal integer (as text) in [minimum, maximum], else one UsageError."""
-    text = value.strip() if isinstance(value, str) else value
-    if not isinstance(text, str) or not _DIGITS.fullmatch(text):
-        raise UsageError(bad_value(name, value, f"an integer >= {minimum}"))
-    number = int(text)
-    if number < minimum or (maximum is not None and number > maximum):
-        bound = f"an integer in {minimum}-{maximum}" if maximum is not None else f"an integer >= {minimum}"
-        raise UsageError(bad_value(name, value, bound))
-    return number
+    """A plain non-negative decimal integer (as text) in [minimum, maximum], else one UsageError
+    (plan.numbers.parse_int: ASCII digits only, so nothing bash would evaluate gets through)."""
+    return parse_int(value, name, minimum, maximum)
 
 
 def job_counts(*, ntasks: Optional[str], cpus_per_task: Optional[str], tasks_per_node: Optional[str],

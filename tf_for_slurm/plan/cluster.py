@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping, NamedTuple, Optional, Sequence
+from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from tf_for_slurm.errors import PlanError, bad_value
 from tf_for_slurm.plan.addresses import AddressPolicy, hosts_for
@@ -150,24 +150,12 @@ def build_plan(step: SlurmStep, roles: Sequence[str], *, address: Optional[Addre
     if len(roles) != step.ntasks:
         raise PlanError(f"roles has {len(roles)} entries: expected one per task ({step.ntasks})")
     hosts = hosts_for(step.nodes, policy, node_addresses)
-    slot_node: list = []
-    slot_local: list = []
-    for node_index, count in enumerate(step.tasks_per_node):
-        slot_node.extend([node_index] * count)
-        slot_local.extend(range(count))
+    slot_node, slot_local = _slots(step.tasks_per_node)
     slot_host = [hosts[step.nodes[n]] for n in slot_node]
     scope = "step" if port_scope == "step" or (port_scope == "auto" and policy.shared_host) else "node"
-    if scope == "step":
-        offsets = list(range(len(slot_node)))
-    else:
-        seen: dict = {}
-        offsets = []
-        for h in slot_host:
-            offsets.append(seen.get(h, 0))
-            seen[h] = offsets[-1] + 1
-    notes: list = [f"address policy {policy.kind}{':' + policy.arg if policy.arg else ''}",
-                   f"port scope {scope}"]
-    details: dict = {"address_policy": policy.kind + (":" + policy.arg if policy.arg else ""), "port_scope": scope}
+    policy_text = policy.kind + (":" + policy.arg if policy.arg else "")
+    notes: list = [f"address policy {policy_text}", f"port scope {scope}"]
+    details: dict = {"address_policy": policy_text, "port_scope": scope}
     if ports is not None:
         if len(ports) != len(slot_node):
             raise PlanError(f"ports has {len(ports)} entries: expected one per task ({len(slot_node)})")
@@ -176,20 +164,62 @@ def build_plan(step: SlurmStep, roles: Sequence[str], *, address: Optional[Addre
         notes.append("ports exchanged between tasks (rendezvous)")
         details["port_policy"] = "rendezvous"
     else:
-        reserved = step.resv_ports if scope == "node" else ()
-        if reserved and len(set(step.components)) > 1:  # each sub-range is reserved on its own component only
-            reserved = ()
-            notes.append(f"reserved ports ({names.get('reserved', 'reserved')}) not used: in a step over "
-                         f"{len(set(step.components))} heterogeneous-job components each sub-range is reserved "
-                         "only on its own component's nodes")
-        choice = assign_ports(offsets, job_id=step.job_id, step_id=step.step_id, reserved=reserved, base_port=base_port,
-                              base_port_name=names.get("base_port", "base_port"),
-                              reserved_name=names.get("reserved", "reserved"))
-        port_list, aux_list = choice.ports, choice.aux_ports
-        notes.append(choice.note)
-        details.update(port_policy=choice.policy, port_window=f"{choice.span[0]}-{choice.span[1]}")
-    counters: dict = {}
+        port_list, aux_list = _policy_ports(step, _port_offsets(slot_host, scope), scope, base_port, names,
+                                            notes, details)
     my_slot = step.my_slot
+    tasks = _tasks(step, roles, my_slot, (slot_node, slot_local, slot_host), port_list, aux_list)
+    return ClusterPlan(tasks=tasks, my_rank=my_slot, job_id=step.job_id, step_id=step.step_id,
+                       notes=tuple(notes), details=tuple(details.items()), me_hint=me_hint,
+                       components=step.task_components)
+
+
+def _slots(tasks_per_node: Sequence[int]) -> Tuple[List[int], List[int]]:
+    """(node index, local id) of every slot, node by node (Slurm's block layout)."""
+    slot_node: List[int] = []
+    slot_local: List[int] = []
+    for node_index, count in enumerate(tasks_per_node):
+        slot_node.extend([node_index] * count)
+        slot_local.extend(range(count))
+    return slot_node, slot_local
+
+
+def _port_offsets(slot_host: Sequence[str], scope: str) -> List[int]:
+    """Each slot's offset in its port window: unique across the step, or per host."""
+    if scope == "step":
+        return list(range(len(slot_host)))
+    seen: dict = {}
+    offsets: List[int] = []
+    for h in slot_host:
+        offsets.append(seen.get(h, 0))
+        seen[h] = offsets[-1] + 1
+    return offsets
+
+
+def _policy_ports(step: SlurmStep, offsets: Sequence[int], scope: str, base_port: Optional[int],
+                  names: Mapping[str, str], notes: list,
+                  details: dict) -> Tuple[Sequence[int], Sequence[Optional[int]]]:
+    """(ports, aux ports) from the port policy; the choice is added to `notes` and `details`."""
+    reserved = step.resv_ports if scope == "node" else ()
+    if reserved and len(set(step.components)) > 1:  # each sub-range is reserved on its own component only
+        reserved = ()
+        notes.append(f"reserved ports ({names.get('reserved', 'reserved')}) not used: in a step over "
+                     f"{len(set(step.components))} heterogeneous-job components each sub-range is reserved "
+                     "only on its own component's nodes")
+    choice = assign_ports(offsets, job_id=step.job_id, step_id=step.step_id, reserved=reserved,
+                          base_port=base_port, base_port_name=names.get("base_port", "base_port"),
+                          reserved_name=names.get("reserved", "reserved"))
+    notes.append(choice.note)
+    details.update(port_policy=choice.policy, port_window=f"{choice.span[0]}-{choice.span[1]}")
+    return choice.ports, choice.aux_ports
+
+
+def _tasks(step: SlurmStep, roles: Sequence[str], my_slot: Optional[int], slots: tuple,
+           port_list: Sequence[int], aux_list: Sequence[Optional[int]]) -> tuple:
+    """The Task of every slot, in rank order; only this task's slot (`my_slot`) knows its node's GPUs.
+
+    slots: (node index, local id, host) lists, one entry per slot."""
+    slot_node, slot_local, slot_host = slots
+    counters: dict = {}
     nodes, gpus, make = step.nodes, step.gpus, tuple.__new__  # tuple.__new__: 3x cheaper than Task(...)
     tasks = []
     for rank, role in enumerate(roles):
@@ -198,6 +228,4 @@ def build_plan(step: SlurmStep, roles: Sequence[str], *, address: Optional[Addre
         n = slot_node[rank]
         tasks.append(make(Task, (rank, nodes[n], n, slot_local[rank], role, index, slot_host[rank],
                                  port_list[rank], aux_list[rank], gpus if rank == my_slot else ())))
-    return ClusterPlan(tasks=tuple(tasks), my_rank=my_slot, job_id=step.job_id, step_id=step.step_id,
-                       notes=tuple(notes), details=tuple(details.items()), me_hint=me_hint,
-                       components=step.task_components)
+    return tuple(tasks)

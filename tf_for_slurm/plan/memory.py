@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
 from tf_for_slurm.errors import SlurmEnvError, UsageError, bad_value
+from tf_for_slurm.plan.numbers import parse_int
 from tf_for_slurm.plan.step import MAX_MEMORY_MB, parse_tasks_per_node
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,6 @@ __all__ = [
 
 _UNITS = {"": 1, "M": 1, "K": 1.0 / 1024, "G": 1024, "T": 1024 * 1024}
 _MEM_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*(\+?)\s*", re.IGNORECASE)
-_COUNT_RE = re.compile(r"\s*(\d+)\s*(\+?)\s*")
 # A key starts a token: at the start of the text or after whitespace. Values run to the next key,
 # so values with spaces (OS=Linux 6.1 #1 SMP ...) and with '=' inside (CfgTRES=cpu=4,mem=2G) survive.
 _KEY_RE = re.compile(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_:/.-]*)=")
@@ -74,10 +74,7 @@ def parse_memory_mb(value: str, name: str) -> Optional[int]:
 
 def parse_count(value: str, name: str, minimum: int = 1) -> int:
     """'4' or '4+' (sinfo's "at least 4" on mixed partitions) -> 4; below `minimum` is an error."""
-    m = _COUNT_RE.fullmatch(value) if isinstance(value, str) else None
-    if not m or int(m.group(1)) < minimum:
-        raise UsageError(bad_value(name, value, f"an integer >= {minimum} (a trailing '+' is allowed)"))
-    return int(m.group(1))
+    return parse_int(value, name, minimum, plus_ok=True)
 
 
 def parse_scontrol_records(text: str, name: str = "scontrol output") -> List[Dict[str, str]]:
@@ -174,6 +171,27 @@ def busiest_node(spec: str, name: str) -> int:
         raise UsageError(str(exc)) from None
 
 
+@dataclass(frozen=True)
+class _Sizes:
+    """The task's CPUs and the tasks on its node: what turns a memory figure into an answer."""
+
+    cpus_per_task: int
+    tasks_on_node: int
+
+    def answer(self, per_cpu: int, source: str) -> MemoryAnswer:
+        if per_cpu < 1:
+            raise UsageError(bad_value("memory per CPU", per_cpu, f"at least 1 MB (from {source})"))
+        return MemoryAnswer(per_cpu, per_cpu * self.cpus_per_task, self.cpus_per_task, source)
+
+    def from_node_total(self, total: int, source: str) -> MemoryAnswer:
+        """A node's memory shared by the tasks on it (the busiest node's count: one --mem-per-cpu fits all)."""
+        per_task = total // self.tasks_on_node
+        if per_task < self.cpus_per_task:
+            raise UsageError(bad_value("memory per task", per_task,
+                                       f"at least 1 MB per CPU ({source} ÷ {self.tasks_on_node} tasks on the node)"))
+        return self.answer(per_task // self.cpus_per_task, f"{source} ÷ {self.tasks_on_node} tasks")
+
+
 def memory_from(
     *,
     cpus_per_task: int,
@@ -195,65 +213,64 @@ def memory_from(
     names = names or {}
     per_cpu_name = names.get("mem_per_cpu", "mem_per_cpu")
     per_node_name = names.get("mem_per_node", "mem_per_node")
-    cpus_per_task = positive_int(cpus_per_task, "cpus_per_task")
-    tasks_on_node = positive_int(tasks_on_node, "tasks_on_node")
+    sizes = _Sizes(positive_int(cpus_per_task, "cpus_per_task"), positive_int(tasks_on_node, "tasks_on_node"))
+    found = _from_allocation(sizes, mem_per_cpu, mem_per_node, per_cpu_name, per_node_name)
     # empty text (e.g. `scontrol show partition` failed in a template) counts as "not given"
-    partition_info = partition_info if partition_info and partition_info.strip() else None
-    node_info = node_info if node_info and node_info.strip() else None
+    if found is None and partition_info and partition_info.strip():
+        found = _from_partition(sizes, partition_info, partition, names.get("partition", "partition"))
+    if found is None and node_info and node_info.strip():
+        found = _from_nodes(sizes, node_info, node_name)
+    if found is None:
+        raise UsageError(bad_value(
+            "memory information", None,
+            f"{per_cpu_name} or {per_node_name} in the environment, or a partition default "
+            "(--partition-info) or node sizes (--node-info) from scontrol"))
+    return found
 
-    def answer(per_cpu: int, source: str) -> MemoryAnswer:
-        if per_cpu < 1:
-            raise UsageError(bad_value("memory per CPU", per_cpu, f"at least 1 MB (from {source})"))
-        return MemoryAnswer(per_cpu, per_cpu * cpus_per_task, cpus_per_task, source)
 
-    def from_node_total(total: int, source: str) -> MemoryAnswer:
-        per_task = total // tasks_on_node
-        if per_task < cpus_per_task:
-            raise UsageError(bad_value("memory per task", per_task,
-                                       f"at least 1 MB per CPU ({source} ÷ {tasks_on_node} tasks on the node)"))
-        return answer(per_task // cpus_per_task, f"{source} ÷ {tasks_on_node} tasks")
-
-    # 1. the allocation
+def _from_allocation(sizes: _Sizes, mem_per_cpu: Optional[str], mem_per_node: Optional[str],
+                     per_cpu_name: str, per_node_name: str) -> Optional[MemoryAnswer]:
+    """1. the allocation (None: it gives no figure, or the whole node: look further)."""
     if mem_per_cpu:
         mb = parse_memory_mb(mem_per_cpu, per_cpu_name)
         if mb is None or mb < 1:
             raise UsageError(bad_value(per_cpu_name, mem_per_cpu, "memory in MB >= 1"))
-        return answer(mb, per_cpu_name)
+        return sizes.answer(mb, per_cpu_name)
     if mem_per_node:
         mb = parse_memory_mb(mem_per_node, per_node_name)
         if mb is None:
             raise UsageError(bad_value(per_node_name, mem_per_node, "memory in MB"))
         if mb > 0:
-            return from_node_total(mb, per_node_name)
+            return sizes.from_node_total(mb, per_node_name)
         log.info("%s=0 (the whole node): using the partition/node information", per_node_name)
+    return None
 
-    # 2. the partition's defaults
-    if partition_info is not None:
-        records = parse_scontrol_records(partition_info, "partition info")
-        part = _pick_partition(records, partition, "partition info", names.get("partition", "partition"))
-        pname = part["PartitionName"]
-        if "DefMemPerCPU" in part:
-            mb = parse_memory_mb(part["DefMemPerCPU"], f"partition {pname} DefMemPerCPU")
-            if mb:
-                return answer(mb, f"partition {pname} DefMemPerCPU")
-        if "DefMemPerNode" in part:
-            mb = parse_memory_mb(part["DefMemPerNode"], f"partition {pname} DefMemPerNode")
-            if mb:
-                return from_node_total(mb, f"partition {pname} DefMemPerNode")
-        log.info("partition %s has no memory default (UNLIMITED): using the node information", pname)
 
-    # 3. the nodes themselves
-    if node_info is not None:
-        records = parse_scontrol_records(node_info, "node info")
-        if not records:
-            records = _sinfo_records(node_info, "node info")
-        per_cpu, node = _node_mem_per_cpu(records, node_name, "node info")
-        return answer(per_cpu, f"node {node} RealMemory ÷ CPUs")
+def _from_partition(sizes: _Sizes, partition_info: str, partition: Optional[str],
+                    partition_from: str) -> Optional[MemoryAnswer]:
+    """2. the partition's defaults (None: UNLIMITED, look at the nodes)."""
+    records = parse_scontrol_records(partition_info, "partition info")
+    part = _pick_partition(records, partition, "partition info", partition_from)
+    pname = part["PartitionName"]
+    if "DefMemPerCPU" in part:
+        mb = parse_memory_mb(part["DefMemPerCPU"], f"partition {pname} DefMemPerCPU")
+        if mb:
+            return sizes.answer(mb, f"partition {pname} DefMemPerCPU")
+    if "DefMemPerNode" in part:
+        mb = parse_memory_mb(part["DefMemPerNode"], f"partition {pname} DefMemPerNode")
+        if mb:
+            return sizes.from_node_total(mb, f"partition {pname} DefMemPerNode")
+    log.info("partition %s has no memory default (UNLIMITED): using the node information", pname)
+    return None
 
-    raise UsageError(bad_value(
-        "memory information", None,
-        f"{per_cpu_name} or {per_node_name} in the environment, or a partition default "
-        "(--partition-info) or node sizes (--node-info) from scontrol"))
+
+def _from_nodes(sizes: _Sizes, node_info: str, node_name: Optional[str]) -> MemoryAnswer:
+    """3. the nodes themselves: `scontrol show node` records, else sinfo lines."""
+    records = parse_scontrol_records(node_info, "node info")
+    if not records:
+        records = _sinfo_records(node_info, "node info")
+    per_cpu, node = _node_mem_per_cpu(records, node_name, "node info")
+    return sizes.answer(per_cpu, f"node {node} RealMemory ÷ CPUs")
 
 
 def _sinfo_records(text: str, name: str) -> List[Dict[str, str]]:

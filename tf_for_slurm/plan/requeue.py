@@ -2,8 +2,9 @@
 
 Why a pure rule: the batch script knows only a few facts (which signal it got, the step's exit
 status, Slurm's restart count, how far the last checkpoint got) and the decision must be the
-same on every cluster and testable with plain values.  The `tf-slurm requeue` command gathers
-those facts and runs `scontrol requeue`; nothing here touches the environment.
+same on every cluster and testable with plain values.  `tf-slurm batch-step`
+(supervise/batch_step.py) gathers those facts and runs `scontrol requeue`; nothing here touches the
+environment.  When batch-step passes a signal on to the step is plan.stop_relay's.
 
 Rules, in order:
 1. a step that ended with a status that says "checkpointed, run me again" (42: TensorFlow's

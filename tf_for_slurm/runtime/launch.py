@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import _thread
 import logging
+import math
 import os
 import sys
 import threading
@@ -47,6 +48,7 @@ from tf_for_slurm.host.environment import plan_from_env
 from tf_for_slurm.host.network import port_accepts, port_state
 from tf_for_slurm.host.stop_request import shared_stop_request
 from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.plan.liveness import LOST, NEVER, Peer, Rule
 from tf_for_slurm.plan.strategy import REPORTING_ROLES, reporter_tasks, require_chief
 from tf_for_slurm.runtime.done_queue import report_done, reporter_index
 from tf_for_slurm.runtime.hooks import BarrierOnChiefHook, PrintStepHook, StopOnSignalHook
@@ -203,14 +205,15 @@ class _PsWatchdog:
         never have seen it up and could not tell "gone" from "not yet started".  A ps not seen up
         within startup_grace counts as lost.
         """
-        deadline = time.monotonic() + self.startup_grace
-        pending = list(self.ps_tasks)
+        rule, started = Rule(lost_after=math.inf, never_after=self.startup_grace), time.monotonic()
+        pending = [(t, Peer(rule, started)) for t in self.ps_tasks]
         while True:
-            pending = [t for t in pending if not port_accepts(t.host, t.port, timeout=0.2)]
+            pending = [(t, peer) for t, peer in pending if not port_accepts(t.host, t.port, timeout=0.2)]
             if not pending:
                 return
-            if time.monotonic() >= deadline:
-                names = ", ".join(f"{t.role}:{t.index} at {t.address}" for t in pending)
+            now = time.monotonic()
+            if any(peer.verdict(now) == NEVER for _, peer in pending):
+                names = ", ".join(f"{t.role}:{t.index} at {t.address}" for t, _ in pending)
                 self.fired = f"{names} not up within startup_grace={self.startup_grace:.1f}s"
                 raise PsLost(self.fired)
             time.sleep(0.05)  # polling interval of a bounded wait
@@ -223,18 +226,14 @@ class _PsWatchdog:
 
     def _run(self) -> None:
         period = min(0.5, max(0.05, self.liveness_timeout / 10))
-        down_since: dict = {}  # every ps was seen up by __enter__
-        refused: dict = {}
+        # plan.liveness: refused twice in a row, or no answer for liveness_timeout / 2
+        rule = Rule(lost_after=self.liveness_timeout / 2, refused_limit=2)
+        started = time.monotonic()
+        peers = {t.rank: Peer(rule, started, seen=True) for t in self.ps_tasks}  # every ps was seen up by __enter__
         while not self._stop.wait(period):
             now = time.monotonic()
             for t in self.ps_tasks:
-                state = port_state(t.host, t.port, timeout=period)
-                if state == "up":
-                    down_since.pop(t.rank, None)
-                    refused.pop(t.rank, None)
-                    continue
-                refused[t.rank] = refused.get(t.rank, 0) + 1 if state == "refused" else 0
-                if refused[t.rank] >= 2 or now - down_since.setdefault(t.rank, now) >= self.liveness_timeout / 2:
+                if peers[t.rank].observe(port_state(t.host, t.port, timeout=period), now) == LOST:
                     self._fire(t)
                     return
 
@@ -319,14 +318,7 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
     for name, flag in (("supervise", supervise), ("stop_on_signal", stop_on_signal)):
         if not isinstance(flag, bool):
             raise UsageError(bad_value(name, flag, "True or False"))
-    if plan is None:
-        # srun forgotten: fail now, never wait for peers
-        reason = slurm.outside_step(settings.environ(), "srun python train.py")
-        if reason:
-            raise UsageError(reason)
-        plan = plan_from_env(tasks=tasks, ps=ps)
-    elif tasks is not None or ps is not None:
-        raise UsageError(bad_value("tasks/ps", (tasks, ps), "None when plan= is given"))
+    plan = _plan_for(plan, tasks, ps)
     supervised = slurm.under_exec(settings.environ())
     if supervise and not supervised and _can_supervise(plan, settings.environ()):
         _reexec_under_exec(plan)  # does not return
@@ -350,6 +342,29 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
     if me.role not in REPORTING_ROLES or not ctx.num_ps:  # nobody to report to, or not a reporter
         train_fn(ctx)
         return 0
+    watch = watch_ps and not supervised  # under exec, the supervisor ends this task if a ps dies
+    watchdog = _PsWatchdog(plan.tasks_with_role("ps"), liveness_timeout, startup_grace) if watch else None
+    return _train_and_report(train_fn, ctx, server, plan, watchdog, report_timeout)
+
+
+def _plan_for(plan: Optional[ClusterPlan], tasks: Optional[Sequence[str]], ps: Optional[int]) -> ClusterPlan:
+    """The plan given, else this Slurm step's (failing at once outside a step: never wait for peers)."""
+    if plan is None:
+        # srun forgotten: fail now, never wait for peers
+        reason = slurm.outside_step(settings.environ(), "srun python train.py")
+        if reason:
+            raise UsageError(reason)
+        return plan_from_env(tasks=tasks, ps=ps)
+    if tasks is not None or ps is not None:
+        raise UsageError(bad_value("tasks/ps", (tasks, ps), "None when plan= is given"))
+    return plan
+
+
+def _train_and_report(train_fn: Callable[[TrainContext], Any], ctx: TrainContext, server: Any,
+                      plan: ClusterPlan, watchdog: Optional[_PsWatchdog], report_timeout: float) -> int:
+    """A chief/worker: train, then report done to every ps, failed when train_fn raised (re-raised
+    after the report); no report when the ps is gone (PsLost)."""
+    me = plan.me
     idx = reporter_index(plan)
     filters = device_filters(plan)
 
@@ -357,8 +372,6 @@ def launch(train_fn: Callable[[TrainContext], Any], *, tasks: Optional[Sequence[
         report_done(server.target, ctx.num_ps, ctx.num_workers, idx, failed=failed, device_filters=filters,
                     timeout_s=report_timeout)
 
-    watch = watch_ps and not supervised  # under exec, the supervisor ends this task if a ps dies
-    watchdog = _PsWatchdog(plan.tasks_with_role("ps"), liveness_timeout, startup_grace) if watch else None
     try:
         if watchdog is None:
             train_fn(ctx)

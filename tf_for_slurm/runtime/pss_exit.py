@@ -27,6 +27,7 @@ from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host.network import port_accepts
 from tf_for_slurm.host.stop_request import shared_stop_request
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
+from tf_for_slurm.plan.liveness import LOST, NEVER, NO_ANSWER, UP, Peer, Rule
 from tf_for_slurm.plan.requeue import LOST_STATUS
 from tf_for_slurm.runtime.server import configure_gpus
 from tf_for_slurm.runtime.tf2_plan import plan_or_env, pss_cluster_dict, pss_coordinator, pss_servers
@@ -116,46 +117,65 @@ def serve_until_done(plan: Optional[ClusterPlan] = None, liveness_timeout: float
     graph = tf.Graph()
     with graph.as_default():
         dequeue = _done_queue(tf, me).dequeue()
-    started = time.monotonic()
-    seen = False
-    down_since: Optional[float] = None
+    watch = _CoordinatorWatch(me, coordinator, Rule(lost_after=liveness_timeout, never_after=startup_timeout),
+                              poll, linger)
     with tf.compat.v1.Session(server.target, graph=graph,
                               config=_session_config(me, poll * 1000)) as sess:
         while True:
             try:
-                status = int(sess.run(dequeue))
+                said = int(sess.run(dequeue))
             except tf.errors.DeadlineExceededError:
-                pass
+                status = watch.probe()
             else:
-                if status == _HELLO:
-                    log.info("%s:%d: coordinator %s is up (it said hello)", me.role, me.index, coordinator.address)
-                    seen, down_since = True, None
-                    continue
-                log.info("%s:%d: coordinator %s said done (status %d)", me.role, me.index, coordinator.address,
-                         status)
-                _linger(coordinator, linger)
+                status = watch.said(said)
+            if status is not None:
                 return status
-            now = time.monotonic()
-            if port_accepts(coordinator.host, coordinator.port, timeout=min(0.5, poll)):
-                if not seen:
-                    log.info("%s:%d: coordinator %s is up", me.role, me.index, coordinator.address)
-                seen, down_since = True, None
-                continue
-            if not seen:
-                if now - started >= startup_timeout:
-                    log.error("%s:%d: coordinator chief:0 at %s never accepted connections in %.0f s: exiting "
-                              "with status %d", me.role, me.index, coordinator.address, startup_timeout,
-                              EXIT_COORDINATOR_NEVER_SEEN)
-                    return EXIT_COORDINATOR_NEVER_SEEN
-                continue
-            if down_since is None:
-                down_since = now
-                log.warning("%s:%d: coordinator %s refuses connections", me.role, me.index, coordinator.address)
-            if now - down_since >= liveness_timeout:
-                log.error("%s:%d: coordinator chief:0 at %s stopped accepting connections %.1f s ago without "
-                          "saying done: exiting with status %d", me.role, me.index, coordinator.address,
-                          now - down_since, EXIT_COORDINATOR_LOST)
-                return EXIT_COORDINATOR_LOST
+
+
+class _CoordinatorWatch:
+    """A ps/worker's view of its coordinator: what it said, and whether its port still answers
+    (plan.liveness: lost after `liveness_timeout` s refused once seen, never seen in `startup_timeout`)."""
+
+    def __init__(self, me: Task, coordinator: Task, rule: Rule, poll: float, linger: float):
+        self.me, self.coordinator, self.poll, self.linger = me, coordinator, poll, linger
+        self.peer = Peer(rule, time.monotonic())
+
+    def said(self, status: int) -> Optional[int]:
+        """A value from the done queue: the hello (None: keep serving) or the status to exit with."""
+        me, address = self.me, self.coordinator.address
+        if status == _HELLO:
+            log.info("%s:%d: coordinator %s is up (it said hello)", me.role, me.index, address)
+            self.peer.observe(UP, time.monotonic())
+            return None
+        log.info("%s:%d: coordinator %s said done (status %d)", me.role, me.index, address, status)
+        _linger(self.coordinator, self.linger)
+        return status
+
+    def probe(self) -> Optional[int]:
+        """No word within `poll`: look at the coordinator's port; the status once it is lost or never came."""
+        me, coordinator, peer = self.me, self.coordinator, self.peer
+        now = time.monotonic()
+        if port_accepts(coordinator.host, coordinator.port, timeout=min(0.5, self.poll)):
+            if not peer.seen:
+                log.info("%s:%d: coordinator %s is up", me.role, me.index, coordinator.address)
+            peer.observe(UP, now)
+            return None
+        was_down = peer.down_since is not None
+        verdict = peer.observe(NO_ANSWER, now)
+        if verdict == NEVER:
+            log.error("%s:%d: coordinator chief:0 at %s never accepted connections in %.0f s: exiting "
+                      "with status %d", me.role, me.index, coordinator.address, peer.rule.never_after,
+                      EXIT_COORDINATOR_NEVER_SEEN)
+            return EXIT_COORDINATOR_NEVER_SEEN
+        if peer.seen and not was_down:
+            log.warning("%s:%d: coordinator %s refuses connections", me.role, me.index, coordinator.address)
+        if verdict == LOST:
+            assert peer.down_since is not None
+            log.error("%s:%d: coordinator chief:0 at %s stopped accepting connections %.1f s ago without "
+                      "saying done: exiting with status %d", me.role, me.index, coordinator.address,
+                      now - peer.down_since, EXIT_COORDINATOR_LOST)
+            return EXIT_COORDINATOR_LOST
+        return None
 
 
 def _linger(coordinator: Task, linger: float) -> None:

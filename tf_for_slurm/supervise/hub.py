@@ -270,6 +270,11 @@ class Hub:
         now = time.monotonic()
         if over is not None:
             rank = conn.rank
+            if over == "overlong line":  # not the protocol, whoever sent it
+                if rank is None:
+                    self.gate.refusals.refused(conn.peer, over, now)
+                else:
+                    log.error("protocol error from %s: %s; dropping its connection", self.names[rank], over)
             self._drop(conn, sel)
             if rank is not None:
                 self._apply(watch.closed(rank, now))

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import IO, BinaryIO, Callable, List, Mapping, Optional, Sequence, Set
 
 from tf_for_slurm.errors import UsageError, bad_value
@@ -77,14 +78,14 @@ class _Prefixer:
 class _Step:
     """The running tasks of one launch."""
 
-    def __init__(self, procs: list, kill_grace: float):
+    def __init__(self, procs: list, kill_grace: float, report: str = ""):
         self.procs = procs
         self.kill_grace = kill_grace
         self.status: dict = {}  # rank -> exit status, in the order seen
         self.first_failure: Optional[tuple] = None  # (rank, status)
         self.signal_received: Optional[int] = None
         self.kill_deadline: Optional[float] = None  # when SIGKILL follows the SIGTERM
-        self.report: Optional[str] = None  # file where supervisors name the task that failed first
+        self.report = report  # file where supervisors name the task that failed first ("": none)
 
     def signal_all(self, signo: int) -> None:
         for rank, proc in enumerate(self.procs):
@@ -128,12 +129,60 @@ class _Step:
         if self.kill_deadline is None:
             self.kill_deadline = time.monotonic() + self.kill_grace
 
+    def pass_on(self, signo: int, _frame: object) -> None:
+        """SIGUSR1/SIGUSR2: to every running task; the step goes on (as srun does)."""
+        log.info("launcher got %s: passing it to %d tasks", signal.Signals(signo).name, len(self.procs))
+        for rank, proc in enumerate(self.procs):
+            if rank not in self.status:
+                _killpg(proc.pid, signo)
+
+    def on_signal(self, signo: int, _frame: object) -> None:
+        """SIGINT/SIGTERM/SIGHUP: forwarded, the step ends; a second one kills at once."""
+        if self.signal_received is None:
+            self.signal_received = signo
+            log.warning("launcher got %s: forwarding it to %d tasks", signal.Signals(signo).name, len(self.procs))
+            self.terminate(signo)
+        else:  # a second Ctrl-C: do not wait for the grace
+            self.signal_all(signal.SIGKILL)
+
+    def wait(self) -> None:
+        """Until every started task has exited; SIGKILL once the grace after a SIGTERM is over."""
+        started = len(self.procs)
+        while True:
+            self.poll()
+            if all(r in self.status for r in range(started)):
+                break
+            if self.kill_deadline is not None and time.monotonic() >= self.kill_deadline:
+                log.warning("tasks still running %.1f s after SIGTERM: sending SIGKILL", self.kill_grace)
+                self.signal_all(signal.SIGKILL)
+                self.kill_deadline = float("inf")
+            time.sleep(POLL_INTERVAL)
+
+    def exit_status(self) -> int:
+        """The first failing task's status, else 128 + the signal that ended the step, else 0."""
+        if self.first_failure is not None:
+            return self.first_failure[1]
+        if self.signal_received is not None:
+            return 128 + self.signal_received
+        return 0
+
 
 def _killpg(pgid: int, signo: int) -> None:
     try:
         os.killpg(pgid, signo)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+@dataclass(frozen=True)
+class _Output:
+    """Where the tasks' output goes: rank-prefixed lines on our streams, or srun-style per-task files."""
+
+    stdout: BinaryIO
+    stderr: BinaryIO
+    width: int  # digits of the highest rank (the prefix is right-aligned)
+    pattern: Optional[str]  # --output's pattern, None: our own streams
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = None,
@@ -152,113 +201,94 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
     on_start: called once the arguments are checked, before the tasks start (the CLI's first line).
     Signal forwarding is installed only when called from the main thread.
     """
-    if not command:
-        raise UsageError(bad_value("command", list(command), "a command after '--', e.g. -- python train.py"))
-    if job_id is None:
-        job_id = new_job_id()
-    else:
-        job_id = check_job_id(job_id)
-    check_roles(layout.ntasks, ps, tasks)
-    if output is not None:
-        output_path(output, "0", 0, 0, layout.nodes[0])  # a bad pattern fails before anything starts
-    if kill_grace < 0:
-        raise UsageError(bad_value("--kill-grace", kill_grace, "seconds >= 0"))
+    job_id = _checked_arguments(command, layout, job_id, ps, tasks, output, kill_grace)
     if on_start is not None:
         on_start()
     base_env = settings.environ() if base_env is None else base_env
     if job_dir is not None:
         base_env = {**base_env, settings.JOB_DIR: os.path.abspath(job_dir)}
     base_env = with_secret(base_env)  # every task's supervisor proves this step's secret to the others
-    stdout = stdout if stdout is not None else sys.stdout.buffer
-    stderr = stderr if stderr is not None else sys.stderr.buffer
-    width = len(str(layout.ntasks - 1))
-    lock = threading.Lock()
-
-    step = _Step([], kill_grace)
+    out = _Output(stdout if stdout is not None else sys.stdout.buffer,
+                  stderr if stderr is not None else sys.stderr.buffer, len(str(layout.ntasks - 1)), output)
     report_dir = tempfile.mkdtemp(prefix="tf_slurm_local.")
-    step.report = os.path.join(report_dir, "first_failure")
+    step = _Step([], kill_grace, report=os.path.join(report_dir, "first_failure"))
     argv = [sys.executable, "-m", "tf_for_slurm", "exec", "--", *command] if under_exec else list(command)
-    in_main = threading.current_thread() is threading.main_thread()
-    previous: dict = {}
-
-    def pass_on(signo: int, _frame: object) -> None:
-        log.info("launcher got %s: passing it to %d tasks", signal.Signals(signo).name, len(step.procs))
-        for rank, proc in enumerate(step.procs):
-            if rank not in step.status:
-                _killpg(proc.pid, signo)
-
-    def on_signal(signo: int, _frame: object) -> None:
-        if step.signal_received is None:
-            step.signal_received = signo
-            log.warning("launcher got %s: forwarding it to %d tasks",
-                        signal.Signals(signo).name, len(step.procs))
-            step.terminate(signo)
-        else:  # a second Ctrl-C: do not wait for the grace
-            step.signal_all(signal.SIGKILL)
-
-    if in_main:
-        for signo in _FORWARDED:
-            previous[signo] = signal.signal(signo, on_signal)
-        for signo in _PASSED_ON:
-            previous[signo] = signal.signal(signo, pass_on)
+    previous = _install_handlers(step) if threading.current_thread() is threading.main_thread() else {}
     log.info("job %s: %d tasks on %s (%s tasks per node)", job_id, layout.ntasks, layout.nodelist,
              ",".join(map(str, layout.tasks_per_node)))
-    prefixers: list = []
+    prefixers: List[_Prefixer] = []
     try:
-        preexec = parent_death_signal()
-        for rank in range(layout.ntasks):
-            if step.signal_received is not None:
-                break
-            env = task_env(layout, rank, str(job_id), base_env, ps, tasks)
-            env[settings.LAUNCH_REPORT] = step.report
-            log_file = None
-            try:
-                if output is not None:
-                    node_index = layout.placement(rank)[0]
-                    path = output_path(output, str(job_id), rank, node_index, layout.nodes[node_index])
-                    log_file = open(path, "wb")
-                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=log_file or subprocess.PIPE,
-                                        stderr=subprocess.STDOUT if log_file else subprocess.PIPE,
-                                        start_new_session=True, preexec_fn=preexec)
-            except OSError as exc:
-                step.first_failure = (rank, 127)
-                log.error("task %d: cannot run %r: %s: ending the other tasks", rank, command[0], exc.strerror)
-                step.terminate()
-                break
-            finally:
-                if log_file is not None:
-                    log_file.close()  # the task holds its own copy
-            step.procs.append(proc)
-            if proc.stdout is not None and proc.stderr is not None:  # pipes: no --output file
-                prefix = f"{rank:>{width}}: ".encode()
-                prefixers.append(_Prefixer(proc.stdout, stdout, prefix, lock))
-                prefixers.append(_Prefixer(proc.stderr, stderr, prefix, lock))
-        if step.signal_received is not None:  # a signal raced with the start of a task
-            step.signal_all(step.signal_received)
-        started = len(step.procs)
-        while True:
-            step.poll()
-            if all(r in step.status for r in range(started)):
-                break
-            if step.kill_deadline is not None and time.monotonic() >= step.kill_deadline:
-                log.warning("tasks still running %.1f s after SIGTERM: sending SIGKILL", kill_grace)
-                step.signal_all(signal.SIGKILL)
-                step.kill_deadline = float("inf")
-            time.sleep(POLL_INTERVAL)
+        _start_tasks(step, command, argv, layout, str(job_id), base_env, ps, tasks, out, prefixers)
+        step.wait()
     finally:
         _reap_leftovers(step.procs, kill_grace)
         shutil.rmtree(report_dir, ignore_errors=True)
         for p in prefixers:
             p.thread.join(timeout=2.0)
-        if in_main:
-            for signo, handler in previous.items():
-                signal.signal(signo, handler)
-    if step.first_failure is not None:
-        return step.first_failure[1]
-    if step.signal_received is not None:
-        return 128 + step.signal_received
-    return 0
+        for signo, handler in previous.items():
+            signal.signal(signo, handler)
+    return step.exit_status()
+
+
+def _checked_arguments(command: Sequence[str], layout: Layout, job_id: Optional[str], ps: Optional[int],
+                       tasks: Optional[str], output: Optional[str], kill_grace: float) -> str:
+    """Every argument checked before anything starts; the job id (a new one when none is given)."""
+    if not command:
+        raise UsageError(bad_value("command", list(command), "a command after '--', e.g. -- python train.py"))
+    job_id = new_job_id() if job_id is None else check_job_id(job_id)
+    check_roles(layout.ntasks, ps, tasks)
+    if output is not None:
+        output_path(output, "0", 0, 0, layout.nodes[0])  # a bad pattern fails before anything starts
+    if kill_grace < 0:
+        raise UsageError(bad_value("--kill-grace", kill_grace, "seconds >= 0"))
+    return job_id
+
+
+def _install_handlers(step: _Step) -> dict:
+    """Our signal handlers (main thread only); the previous ones, for `launch` to put back."""
+    previous: dict = {}
+    for signo in _FORWARDED:
+        previous[signo] = signal.signal(signo, step.on_signal)
+    for signo in _PASSED_ON:
+        previous[signo] = signal.signal(signo, step.pass_on)
+    return previous
+
+
+def _start_tasks(step: _Step, command: Sequence[str], argv: List[str], layout: Layout, job_id: str,
+                 base_env: Mapping[str, str], ps: Optional[int], tasks: Optional[str], out: _Output,
+                 prefixers: List[_Prefixer]) -> None:
+    """Start every task in rank order (each in its own session); stop starting on a signal or on a
+    command that cannot run (status 127, the others are ended)."""
+    preexec = parent_death_signal()
+    for rank in range(layout.ntasks):
+        if step.signal_received is not None:
+            break
+        env = task_env(layout, rank, job_id, base_env, ps, tasks)
+        env[settings.LAUNCH_REPORT] = step.report
+        log_file = None
+        try:
+            if out.pattern is not None:
+                node_index = layout.placement(rank)[0]
+                log_file = open(output_path(out.pattern, job_id, rank, node_index, layout.nodes[node_index]), "wb")
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=log_file or subprocess.PIPE,
+                                    stderr=subprocess.STDOUT if log_file else subprocess.PIPE,
+                                    start_new_session=True, preexec_fn=preexec)
+        except OSError as exc:
+            step.first_failure = (rank, 127)
+            log.error("task %d: cannot run %r: %s: ending the other tasks", rank, command[0], exc.strerror)
+            step.terminate()
+            break
+        finally:
+            if log_file is not None:
+                log_file.close()  # the task holds its own copy
+        step.procs.append(proc)
+        if proc.stdout is not None and proc.stderr is not None:  # pipes: no --output file
+            prefix = f"{rank:>{out.width}}: ".encode()
+            prefixers.append(_Prefixer(proc.stdout, out.stdout, prefix, out.lock))
+            prefixers.append(_Prefixer(proc.stderr, out.stderr, prefix, out.lock))
+    if step.signal_received is not None:  # a signal raced with the start of a task
+        step.signal_all(step.signal_received)
 
 
 def _reap_leftovers(procs: Sequence[subprocess.Popen], grace: float) -> None:

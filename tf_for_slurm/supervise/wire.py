@@ -67,21 +67,10 @@ class Timing:
         values: Dict[str, float] = {}
         for f in fields(cls):
             var = f.metadata["setting"]
-            raw: Any = given.get(f.name)
-            shown = f"--{f.name.replace('_', '-')}"
-            if raw is None:
-                raw, shown = env.get(var), var
-            if raw is None or raw == "":
-                values[f.name] = settings.default_seconds(var)
-                continue
-            try:
-                seconds = float(raw)
-            except (TypeError, ValueError):
-                seconds = -1.0
             zero_ok = f.name in ("drain", "progress_deadline")  # no drain: end the workers once the chief is done
-            if not (seconds >= 0 if zero_ok else seconds > 0):
-                raise UsageError(bad_value(shown, raw, "a number of seconds" + (" >= 0" if zero_ok else " > 0")))
-            values[f.name] = seconds
+            value = settings.seconds(env, var, lo_open=not zero_ok, given=given.get(f.name),
+                                     given_name=f"--{f.name.replace('_', '-')}")
+            values[f.name] = settings.default_seconds(var) if value is None else value
         if values["silence"] <= values["heartbeat"]:
             raise UsageError(bad_value(settings.SILENCE, values["silence"],
                                        f"more seconds than {settings.HEARTBEAT} ({values['heartbeat']:g})"))
