@@ -2,10 +2,25 @@
 # One-time (idempotent) set-up on a fresh Debian machine: system packages (Slurm, munge, Open MPI)
 # and a virtual environment .venv with tf_for_slurm, TensorFlow (CPU), mpi4py and the test tools.
 # Re-running is cheap: each step is skipped when already done.
+#
+#   bash scripts/setup.sh --old-tf   also (scripts/test.sh does this when it runs its old-TF pass)
+#                                    the oldest TensorFlow we support in a venv of its own:
+#                                    OLD_TF_VENV (default .venv-tf2.15) with tensorflow-cpu 2.15.1,
+#                                    tf-keras 2.15.1 and tf_for_slurm[test], made with OLD_TF_PYTHON
+#                                    (default: PYTHON, else python3; TensorFlow 2.15 has wheels for
+#                                    Python 3.9-3.11 only: with another Python it is skipped, said
+#                                    in one line, and scripts/test.sh says so again at its end).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${TF_SLURM_VENV:-$root/.venv}
 python=${PYTHON:-python3}
+old_tf=0
+for arg in "$@"; do
+  case $arg in
+    --old-tf) old_tf=1 ;;
+    *) echo "setup: unknown argument '$arg' (expected --old-tf)" >&2; exit 2 ;;
+  esac
+done
 
 need_apt=()
 command -v slurmctld >/dev/null 2>&1 || need_apt+=(slurmctld)
@@ -37,4 +52,32 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   # `tensorflow` wheel on top of tensorflow-cpu
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps tf-keras==2.21.0
   echo "$want" > "$stamp"
+fi
+
+# The oldest TensorFlow we support (README: "Versions tested"): TensorFlow 2.15.1 with tf-keras 2.15.1.
+old_tf_version=2.15.1
+old_venv=${OLD_TF_VENV:-$root/.venv-tf2.15}
+old_python=${OLD_TF_PYTHON:-$python}
+if ((old_tf)); then
+  old_stamp=$old_venv/.tf_for_slurm-setup
+  if ! "$old_python" -c 'import sys; sys.exit(not (3, 9) <= sys.version_info[:2] <= (3, 11))' 2>/dev/null; then
+    echo "setup: WARNING: no TensorFlow $old_tf_version venv: $old_python is not Python 3.9-3.11 (its wheels'" \
+         "range); set OLD_TF_PYTHON to one" >&2
+  else
+    if [[ ! -x $old_venv/bin/python ]]; then
+      echo "setup: creating $old_venv (TensorFlow $old_tf_version)" >&2
+      "$old_python" -m venv "$old_venv"
+      printf '*\n' > "$old_venv/.gitignore"  # a venv inside the checkout: git leaves it alone
+    fi
+    if [[ ! -f $old_stamp || $(cat "$old_stamp") != "$want" ]]; then
+      echo "setup: installing tf_for_slurm[test] and tensorflow-cpu==$old_tf_version into $old_venv" \
+           "(about a minute the first time)" >&2
+      # tensorflow-cpu 2.15.1 pins what it needs (numpy<2, protobuf<5, Keras 2.15): the resolver picks those
+      "$old_venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[test]" \
+        "tensorflow-cpu==$old_tf_version"
+      # --no-deps: tf-keras 2.15.1 requires `tensorflow` (the full wheel, CUDA libraries included), not tensorflow-cpu
+      "$old_venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "tf-keras==$old_tf_version"
+      echo "$want" > "$old_stamp"
+    fi
+  fi
 fi
