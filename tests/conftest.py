@@ -1,5 +1,5 @@
 """Shared test set-up: the real local Slurm cluster fixture (tests/slurm_harness.py), the wheel of
-this tree, forked CLI runs (tests/cli_runs.py), the `install` marker's rule, and a bytecode cache."""
+this tree, forked CLI runs (tests/cli_runs.py), the `install` and `hostile` markers' rule, and a bytecode cache."""
 
 import os
 import sys
@@ -27,17 +27,24 @@ except ImportError:  # the harness module is optional for partial checkouts
     pass
 
 
+FULL_ONLY = ("install", "hostile")  # markers whose tests run only in the full command, or when -m names them
+
+
 def pytest_collection_modifyitems(config, items):
-    """`install` tests (a wheel built and installed into a fresh virtualenv: ~10 s) run in the full
-    command (no -m) and when -m names them; a run that picks tests by marker without naming `install`,
-    such as the fast subset `-m "not slurm and not tf"`, leaves them out."""
+    """`install` tests (a wheel built and installed into a fresh virtualenv: ~10 s) and `hostile`
+    tests (an attacker run as another user, property tests of the supervision channel: ~1.5 min) run
+    in the full command (no -m) and when -m names them; a run that picks tests by marker without
+    naming them, such as the fast subset `-m "not slurm and not tf"`, leaves them out."""
     expr = config.getoption("markexpr") or ""
-    if not expr or "install" in expr:
+    if not expr:
         return
-    keep = [item for item in items if item.get_closest_marker("install") is None]
-    if len(keep) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("install")])
-        items[:] = keep
+    skipped = [m for m in FULL_ONLY if m not in expr]
+    if not skipped:
+        return
+    leave = [item for item in items if any(item.get_closest_marker(m) is not None for m in skipped)]
+    if leave:
+        config.hook.pytest_deselected(items=leave)
+        items[:] = [item for item in items if item not in leave]
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.hostile  # left out of the fast subset (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "bench_hostile.py"
 

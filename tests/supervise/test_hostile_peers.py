@@ -32,6 +32,7 @@ BODY = "sleep 3; exit 3"
 LATE = 1.5  # seconds: the late task starts this long after the others
 
 pytestmark = [
+    pytest.mark.hostile,
     pytest.mark.timeout(90),
     pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists(SYSTEM_PY),
                        reason="needs root, setpriv and /usr/bin/python3 to run the attacker as nobody"),

@@ -32,6 +32,8 @@ from tf_for_slurm.host.job_folder import read_json, write_json
 from tf_for_slurm.plan.requeue import EXIT_TERMINATED
 from tf_for_slurm.supervise.batch_step import read_warn_file
 
+pytestmark = pytest.mark.hostile  # left out of the fast subset (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 ATTACKER_PY = "/usr/bin/python3"  # a python `nobody` can run (the venv's may live under /root)

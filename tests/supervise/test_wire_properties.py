@@ -32,6 +32,8 @@ from tf_for_slurm.supervise.hub import Hub
 from tf_for_slurm.supervise.spoke import Spoke
 from tf_for_slurm.supervise.wire import MAX_DELAY, MAX_LINE, MAX_OUTBUF, Conn, Timing
 
+pytestmark = pytest.mark.hostile  # left out of the fast subset (tests/conftest.py)
+
 TAG = "local.0"  # localhost_plan's <job>.<step>
 KEY = key_for(TAG)
 RECV = 65536  # what one recv takes (Conn.read_lines, Hub._read_heartbeats)
