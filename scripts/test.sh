@@ -11,7 +11,7 @@
 # and any run that picks tests stay as they were: OLD_TF_TESTS=1 runs it anyway (the given
 # arguments, then -m "tf and not slurm"), OLD_TF_TESTS=0 never. It leaves out the long scenarios
 # listed below (each tests our supervision, the same on any TensorFlow; the TensorFlow calls they
-# make are in the tests that stay): 36 of the 64 tests, about 6 minutes on 2 cores, where all 64
+# make are in the tests that stay): 31 of the 64 tests, about 4 minutes on 2 cores, where all 64
 # take 16 (the command as a whole stays under 25 minutes). OLD_TF_TESTS=all runs all of them.
 # The exit status is the worse of the two runs.
 set -euo pipefail
@@ -40,10 +40,8 @@ old_tf_long=(
   "tests/runtime/test_faults_tf1.py::test_worker_raising_ends_the_step_within_5s[1"  # 8
   "tests/runtime/test_faults_tf1.py::test_worker_exiting_0_before_its_server_does_not_fail_the_job[1"  # 8
   "tests/runtime/test_sync_tf1_end.py::test_sync_chief_ends_with_its_training[ps-sleeps"  # 14
-  tests/faces/test_example_mnist.py::test_async_run_checkpoints_reaches_accuracy_and_resumes  # 42
-  tests/faces/test_example_mnist.py::test_ps_exits_nonzero_when_a_worker_dies  # 13
-  tests/faces/test_tf4slurm_runs.py::test_seed_launcher_calls_the_examples_distributed_train  # 15
-  tests/faces/test_tf4slurm_runs.py::test_example_with_the_seeds_command_line_and_with_no_counts  # 20
+  tests/faces/test_example_mnist.py  # the MNIST example end to end (its TF1 calls: test_runtime_tf1)
+  tests/faces/test_tf4slurm_runs.py  # the original tf4slurm examples end to end (the same calls)
 )
 old_tf_args=()
 if [[ ${OLD_TF_TESTS:-} != all ]]; then

@@ -70,6 +70,12 @@ def max_steps_in_one_allocation(min_step_s: float, pacers: int) -> int:
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
 
 
+def _warned(log: Path) -> bool:
+    """The job's first time-limit warning came (Slurm's, or batch-step's own backstop when it was lost)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return "reached the batch shell" in text or "passed SIGUSR1 on" in text
+
+
 def _submit(cluster, args, env, cwd) -> str:
     res = cluster.run(["sbatch", "--parsable", *COMMON, *args], timeout=60, env=env, cwd=str(cwd))
     assert res.returncode == 0, res.stderr
@@ -115,6 +121,14 @@ def requeued(slurm_cluster, tmp_path_factory) -> Dict[str, dict]:
                             str(EXAMPLES / "tf2_mwms.py"), "--data_dir", str(MNIST), "--model_dir", str(model),
                             "--Iterations", str(MWMS_TARGET), "--min_step_seconds", str(MWMS_STEP_S)],
             {**base, "MODEL_DIR": str(model), "NUM_PS": "0", "TARGET": str(MWMS_TARGET)}, tmp))
+        # the PSS job starts once the other two have started up (their first warning came, 30 s in):
+        # nine TensorFlow processes starting at once on 2 cores left its coordinator no time to train in
+        # a 1-minute allocation (batch-step then rightly refuses to requeue a run that saved nothing);
+        # offset by half a minute, its start-ups never coincide with theirs
+        up_deadline = time.monotonic() + 240
+        while not all(_warned(tmp / f"{name}-{jobs[name]['job']}.out") for name in ("tf1", "mwms")):
+            assert time.monotonic() < up_deadline, "the TF1 and MWMS jobs never got their first warning"
+            time.sleep(0.5)
         model = tmp / "pss"
         jobs["pss"] = dict(model=model, target=PSS_TARGET, job=_submit(
             slurm_cluster, ["-N3", "-n4", "-o", str(tmp / "pss-%j.out"), str(JOB_TEMPLATE),
