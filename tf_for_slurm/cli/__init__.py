@@ -10,10 +10,12 @@ Every usage or plan error is one line on stderr and exit code 2, never a traceba
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
+import re
 import sys
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Union
 
 from tf_for_slurm.errors import TfSlurmError, UsageError, bad_value
 from tf_for_slurm.host import settings
@@ -27,15 +29,57 @@ def _report(prog: str, exc: TfSlurmError) -> int:
     return exc.exit_code
 
 
+def closest(word: str, known: Sequence[str]) -> Optional[str]:
+    """The known word a typo most likely meant (difflib's ratio >= 0.6), or None."""
+    found = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def unknown_words_line(words: Sequence[str], options: Sequence[str]) -> str:
+    """'unrecognized option --partiton: did you mean --partition?' for argparse's left-over words."""
+    first = words[0]
+    if not first.startswith("-"):
+        return f"unexpected argument {' '.join(words)!r}: see --help"
+    name = first.partition("=")[0]
+    known = [o for o in options if o not in ("-h", "--help") and (o.startswith("--") or not name.startswith("--"))]
+    guess = closest(name, known)
+    more = f" (and {len(words) - 1} more word(s))" if len(words) > 1 else ""
+    hint = f": did you mean {guess}?" if guess else ": see --help"
+    return f"unrecognized option {name}{more}{hint}"
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors are one line and exit code 2."""
+    """argparse, but usage errors are one line and exit code 2, with the closest name for a typo."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse says "argument --ps: " before a type's message; ours name the option already ("--ps='x': ...")
         head, sep, rest = message.partition(": ")
         if sep and head.startswith("argument ") and rest.startswith(tuple(f"{n}=" for n in head[9:].split("/"))):
             message = rest
+        if message.startswith("the following arguments are required"):
+            typos = [w for w in self._words[:self._words.index("--") if "--" in self._words else None]
+                     if w.startswith("--") and w.partition("=")[0] not in self._option_string_actions]
+            message = unknown_words_line(typos, list(self._option_string_actions)) if typos else message
+        choice = re.search(r"^argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:
+            guess = closest(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+            message = f"unknown command {choice.group(1)!r}: " + (f"did you mean {guess!r}?" if guess else
+                                                                  "`tf-slurm --help` lists the commands")
         raise SystemExit(_report(self.prog, UsageError(message)))
+
+    def parse_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
+                   namespace: Optional[argparse.Namespace] = None) -> argparse.Namespace:
+        """argparse's, but left-over words are reported by the subcommand that was given them."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            name = getattr(parsed, "command_name", None)
+            chosen = self._commands.get(name) if name else None
+            where = chosen or self
+            where.error(unknown_words_line(extras, list(where._option_string_actions)))
+        return parsed
+
+    _commands: Dict[str, "_Parser"] = {}
+    _words: Sequence[str] = ()  # the command line, for a typo that left a required option missing
 
 
 def log_level(value: object, name: str) -> str:
@@ -139,7 +183,7 @@ def module_of(command: Command) -> Any:
     return importlib.import_module(f"{__name__}.{command.module}")
 
 
-def _subparser(sub, command: Command, chosen: bool) -> argparse.ArgumentParser:
+def _subparser(sub, command: Command, chosen: bool) -> "_Parser":
     """A subcommand with its one-line description, an example, and --log-level after it too; its own
     options (and its module) only when it is the command being run."""
     line = command.line
@@ -167,8 +211,9 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     sub = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     chosen = _command_in(argv)
-    for command in COMMANDS:
-        _subparser(sub, command, command.name == chosen)
+    parser._commands = {c.name: _subparser(sub, c, c.name == chosen) for c in COMMANDS}
+    if chosen in parser._commands:
+        parser._commands[chosen]._words = list(sys.argv[1:] if argv is None else argv)
     return parser
 
 
