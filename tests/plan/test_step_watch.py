@@ -409,3 +409,28 @@ def test_a_task_finishing_0_during_a_planned_stop_keeps_the_checkpointed_status(
     assert w.exit(1, 42, 1.0) == []
     w.exit(0, 0, 1.2)
     assert w.decided and w.status == 42
+
+
+# -- who records the first failure for a launcher (one rule: StepWatch.failure_to_record) ------------
+@pytest.mark.parametrize("event,restarts,recorded", [
+    ("own exits 1", False, (1, 1)),  # the hub's own command: nobody else can say it first
+    ("own exits 1", True, (1, 1)),
+    ("spoke exits 3", False, None),  # the spoke recorded it itself before it told the hub
+    ("spoke exits 3", True, (2, 3)),  # restarts on: the spoke leaves it to the hub (3 itself is not retried)
+    ("spoke lost", False, (2, LOST_STATUS)),  # its connection closed without a status: it cannot say
+])
+def test_failure_to_record_names_the_first_failure_once(event, restarts, recorded):
+    w = watch("ps", "worker", "worker", local=1, policy=RestartPolicy(max_restarts=3 if restarts else 0))
+    for rank in (0, 1, 2):
+        w.join(rank, 1.0)
+    assert w.failure_to_record() is None  # nothing failed yet; asking does not use the answer up
+    if event == "own exits 1":
+        w.exit(1, 1, 2.0)
+    elif event == "spoke exits 3":
+        w.exit(2, 3, 2.0)
+    else:
+        w.closed(2, 2.0)
+    failure = w.failure_to_record()
+    assert (None if failure is None else (failure.rank, failure.status)) == recorded
+    w.exit(0, 5, 3.0)
+    assert w.failure_to_record() is None  # once

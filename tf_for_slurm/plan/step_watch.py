@@ -30,8 +30,9 @@ from __future__ import annotations
 import logging
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
+from tf_for_slurm.plan.failure_words import exit_words
 from tf_for_slurm.plan.requeue import CHECKPOINTED_STATUSES, LOST_STATUS
-from tf_for_slurm.plan.restart_policy import Decision, RestartPolicy, decide
+from tf_for_slurm.plan.restart_policy import Decision, RestartPolicy, decide, retryable
 from tf_for_slurm.plan.strategy import StepRoles
 
 __all__ = ["LOST_STATUS", "Action", "End", "Failure", "Regroup", "Restart", "StepWatch"]
@@ -65,9 +66,13 @@ Action = Union[End, Restart, Regroup]
 
 
 class Failure(NamedTuple):
+    """The step's first failure, in plain words: `reason` says what happened to the task, without
+    naming it ('failed (exit 1)', 'was lost (...)'); `note`, when there is one, why it was not restarted."""
+
     rank: int
     status: int
     reason: str
+    note: str = ""
 
 
 class StepWatch:
@@ -93,6 +98,7 @@ class StepWatch:
         self.joined: Set[int] = {local_rank}
         self.heard: Dict[int, float] = {}
         self.exited: Dict[int, int] = {}  # rank -> status of a command that exited by itself
+        self._failure_recorded = False  # failure_to_record answered
         self.told: Dict[int, int] = {}  # rank -> status it was told to end with
         self.settled: Set[int] = set()  # nothing more expected from these ranks
         # kept up to date on every event, so no event costs O(tasks) (16k tasks report at once)
@@ -119,6 +125,19 @@ class StepWatch:
         notes, self.notes = self.notes, []
         return notes
 
+    def failure_to_record(self) -> Optional[Failure]:
+        """The first failure, once, when the hub is the one to record it for a launcher (the launch
+        report's first line names the origin, so the first to know writes it, before anyone hears):
+        the hub's own command's failure, a task lost (it cannot say), or one a spoke left to the hub
+        because restarts were on.  A spoke whose failure will not be retried records its own
+        (plan.spoke_watch's NoteFailure) before it tells the hub."""
+        failure = self.failure
+        if failure is None or self._failure_recorded:
+            return None
+        self._failure_recorded = True
+        mine = failure.rank == self.local_rank or failure.rank not in self.exited or self.policy.enabled
+        return failure if mine else None
+
     @property
     def decided(self) -> bool:
         return self.decided_at is not None
@@ -137,13 +156,21 @@ class StepWatch:
         self.changes += 1 if ranks else 0
         return [End(ranks, status)] if ranks else []
 
-    def _fail(self, rank: int, status: int, reason: str, now: float) -> List[Action]:
+    def failure_line(self) -> str:
+        """The first failure in one line, the task named as the hub's log names it; '' when none."""
+        failure = self.failure
+        if failure is None:
+            return ""
+        return f"{self.name(failure.rank)} {failure.reason}" + (f"; {failure.note}" if failure.note else "")
+
+    def _fail(self, rank: int, status: int, reason: str, now: float, note: str = "") -> List[Action]:
+        """`reason`: what happened to the task, without its name (see Failure)."""
         if self.decided:
-            self._note(logging.WARNING, f"after the step's end was decided: {reason}")
+            self._note(logging.WARNING, f"after the step's end was decided: {self.name(rank)} {reason}")
             return []
-        self.failure = Failure(rank, status, reason)
+        self.failure = Failure(rank, status, reason, note)
         self.decided_at = now
-        self._note(logging.ERROR, f"{reason}: ending every task (step status {status})")
+        self._note(logging.ERROR, f"{self.failure_line()}: ending every task (step status {status})")
         return self._end(self.ranks, status)
 
     def _settle(self, rank: int) -> None:
@@ -182,21 +209,24 @@ class StepWatch:
         """A task's command exited by itself with `status`."""
         if rank in self.exited or rank in self.settled:
             return []
-        why_not = ""
+        why, note = "", ""
         if rank in self.regrouping and rank not in self.told:  # ended for its group's restart: expected
             delay = self.regrouping.pop(rank)
             return [Restart(rank, self.restarts.get(rank, 0), delay, "its group restarts")]
         if status != 0 and rank in self.restarting:  # it could not start again, or was stopped while waiting
-            why_not = (f"{self.name(rank)} exited with status {status} before its command ran again "
-                       f"(restart {self.restarts.get(rank, 0)})")
+            why = (f"failed ({exit_words(status)}) before its command could run again "
+                   f"(restart {self.restarts.get(rank, 0)})")
         elif (status != 0 and status not in CHECKPOINTED_STATUSES and rank not in self.told and not self.decided
               and self.policy.enabled):
             decision = self._decide_restart(rank, status, now)
             if decision.restart:
                 return self._restart(rank, decision, now)
             self.restarting.pop(rank, None)
-            why_not = decision.reason if decision.crash_loop else f"{self.name(rank)} exited with status {status}; " \
-                                                                  f"not restarted: {decision.reason}"
+            why = f"failed ({exit_words(status)})"
+            if retryable(status, self.policy.retry_on):  # a failure restarts could undo: say why they did not
+                note = f"not restarted: {decision.reason}"
+            else:  # the program's own verdict: restarting would not help, the log says why
+                self._note(logging.INFO, f"{self.name(rank)} not restarted: {decision.reason}")
         self.restarting.pop(rank, None)
         self.exited[rank] = status
         if self.first_exit is None:
@@ -204,10 +234,10 @@ class StepWatch:
         self._settle(rank)
         if rank in self.told:  # it was being ended anyway: its status is not news
             return []
-        if status in CHECKPOINTED_STATUSES and not why_not and not self.decided:
+        if status in CHECKPOINTED_STATUSES and not why and not self.decided:
             return self._planned(rank, status, now)
         if status != 0:
-            return self._fail(rank, status, why_not or f"{self.name(rank)} exited with status {status}", now)
+            return self._fail(rank, status, why or f"failed ({exit_words(status)})", now, note)
         self._note(logging.INFO, f"{self.name(rank)} finished (status 0)")
         if self.planned_stop is not None and not self.decided:
             return self._planned(rank, status, now)
@@ -248,8 +278,7 @@ class StepWatch:
     def _end_planned(self, now: float) -> List[Action]:
         assert self.planned_stop is not None
         rank, status = self.planned_stop
-        self.failure = Failure(rank, status, f"{self.name(rank)} checkpointed and stopped (status {status}): "
-                                             "a planned stop")
+        self.failure = Failure(rank, status, f"checkpointed and stopped (status {status}): a planned stop")
         self.decided_at = now
         self._note(logging.INFO, f"every training task has stopped: ending the step with status {status}")
         return self._end(self.ranks, status)
@@ -289,10 +318,11 @@ class StepWatch:
                                      f"(restart {self.restarts.get(rank, 0)})")
 
     def stop_restarts(self, why: str) -> None:
-        """The step is being stopped (scancel, srun): no restart from now on; a task waiting for one
-        fails when its supervisor reports its exit."""
-        if self.policy.enabled:
-            self._note(logging.WARNING, f"no more restarts in this step: {why}")
+        """The step is being stopped (scancel, srun; `why`, in words): no restart from now on; a task
+        waiting for one fails when its supervisor reports its exit.  Said only when it changes
+        something: restarts were on and the step's end was not already decided."""
+        if self.policy.enabled and not self.decided:
+            self._note(logging.WARNING, f"the step is being stopped: {why}; no task is restarted from now on")
         self.policy = RestartPolicy()
         self.regrouping.clear()
 
@@ -307,8 +337,8 @@ class StepWatch:
         self._settle(rank)
         if rank in self.told:
             return []
-        return self._fail(rank, LOST_STATUS, f"the supervisor of {self.name(rank)} went away without an "
-                                             "exit status (killed, or its node failed)", now)
+        return self._fail(rank, LOST_STATUS, "was lost (its supervisor went away without an exit status: "
+                                             "killed, or its node failed)", now)
 
     def tick(self, now: float) -> List[Action]:
         """Time passes: silence, connection grace and the drain period."""
@@ -316,14 +346,14 @@ class StepWatch:
         if not self.decided:
             for rank, last in self.heard.items():
                 if rank not in self.settled and now - last > self.silence:
-                    return self._fail(rank, LOST_STATUS, f"no word from the supervisor of {self.name(rank)} "
-                                                         f"for {now - last:.1f} s (node unreachable or hung)", now)
+                    return self._fail(rank, LOST_STATUS, f"was lost (no word from its supervisor for "
+                                                         f"{now - last:.1f} s: node unreachable or hung)", now)
             if now - self.start > self.connect_grace:
                 missing = sorted(r for r in self._unjoined if r not in self.settled)
                 if missing:
+                    more = f" (nor did {len(missing) - 1} more)" if len(missing) > 1 else ""
                     return self._fail(missing[0], LOST_STATUS,
-                                      f"{self.name(missing[0])} (and {len(missing) - 1} more) never connected "
-                                      f"within {self.connect_grace:g} s", now)
+                                      f"never connected within {self.connect_grace:g} s{more}", now)
             if self.drain_deadline is not None and now >= self.drain_deadline and self.planned_stop is not None:
                 first = self.name(self.planned_stop[0])
                 for r in self._stopping_trainers():

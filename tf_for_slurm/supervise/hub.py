@@ -69,7 +69,6 @@ class Hub:
         self.names = {t.rank: f"{t.role} {t.index} (rank {t.rank}, {t.node})" for t in plan.tasks}
         self.conns: Dict[int, Conn] = {}  # rank -> joined connection
         self.gate = Gate(key, self.tag, plan.size, self.rank)  # connections not yet proven
-        self._failure_noted = False
         self.command: Optional[TaskCommand] = None  # the chief's command (set in run)
         self.reported = False  # its last exit was reported to the watch
         self.watch: Optional[StepWatch] = None
@@ -99,7 +98,6 @@ class Hub:
                 self.command = TaskCommand(self.argv, self.env, wake, sigs, self.timing.progress_deadline,
                                            self.timing.kill_grace, " (the chief's)")
                 if not self.command.start(time.monotonic()):
-                    note_failure(self.launch_report, self.rank, NOT_RUN)
                     self._apply(watch.exit(self.rank, NOT_RUN, time.monotonic()))
                     self.reported = True
                 self._loop(server, sel, wake, watch, sigs)
@@ -139,7 +137,7 @@ class Hub:
                 self._apply(watch.tick(now))
                 self.gate.expire(sel, server, now, lambda c: self._drop(c, sel))
                 next_tick = now + 0.5
-            self._log(watch, self.rank)
+            self._log(watch)
             self._write_status(watch, now)
             self.command.tick(now)
             if watch.finished(now) and not self.command.running:
@@ -174,8 +172,6 @@ class Hub:
             elif cmd.ending and self.rank in watch.told:
                 watch.bye(self.rank)
             else:
-                if cmd.status != 0 and not self.policy.enabled:
-                    note_failure(self.launch_report, self.rank, cmd.status)
                 self._apply(watch.exit(self.rank, cmd.status, now))
         if self.restart_at is not None and now >= self.restart_at:
             self.restart_at = None
@@ -228,14 +224,9 @@ class Hub:
             if cmd is not None and cmd.child is not None and cmd.status is not None:
                 self._apply(watch.exit(self.rank, cmd.status, now))
 
-    def _log(self, watch: StepWatch, my_rank: int) -> None:
+    def _log(self, watch: StepWatch) -> None:
         for level, message in watch.take_notes():
             log.log(level, message)
-        failure = watch.failure
-        if failure is not None and not self._failure_noted:
-            self._failure_noted = True
-            if failure.rank != my_rank and failure.rank not in watch.exited:  # lost: nobody else can say
-                note_failure(self.launch_report, failure.rank, failure.status)
 
     def _drop(self, conn: Conn, sel: selectors.BaseSelector) -> None:
         try:
@@ -345,12 +336,8 @@ class Hub:
 
     def _apply(self, actions: List[Action]) -> None:
         watch = self.watch
-        failure = watch.failure if watch is not None else None
-        if watch is not None and failure is not None and not self._failure_noted \
-                and (failure.rank != self.rank or self.policy.enabled) \
-                and (failure.rank not in watch.exited or self.policy.enabled):
-            # before anyone hears of it (a spoke whose failure could have been restarted left it to us)
-            self._failure_noted = True
+        failure = watch.failure_to_record() if watch is not None else None
+        if failure is not None:  # before anyone hears of it
             note_failure(self.launch_report, failure.rank, failure.status)
         for action in actions:
             if isinstance(action, Restart):  # another task's: answered on its own connection (_serve)
