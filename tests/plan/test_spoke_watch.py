@@ -123,7 +123,7 @@ def test_regroup_ends_the_command_and_starts_it_again_after_it_ended():
 @pytest.mark.parametrize("sent,told,lost", [(True, None, False), (False, 0, False), (False, None, True)])
 def test_regroup_is_ignored_when_an_exit_is_reported_or_the_end_decided(sent, told, lost):
     w = watch()
-    w.sent, w.told, w.lost = sent, told, lost
+    w.sent, w.told_status, w.lost = sent, told, lost
     assert w.regroup_now(1.0, running=True) == [] and w.regroup is None
 
 
@@ -144,5 +144,5 @@ def test_a_stop_while_waiting_to_restart_cancels_the_restart():
 ])
 def test_what_a_closed_connection_means(sent, told, joined, want):
     w = watch()
-    w.sent, w.told = sent, told
+    w.sent, w.told_status = sent, told
     assert w.hub_closed(joined) == want

@@ -77,7 +77,7 @@ class SpokeWatch:
         self.start, self.report_wait, self.connect_grace = start, report_wait, connect_grace
         self.retried = retried  # whether the hub may answer a failure with `restart` (the launcher then hears it there)
         self.hub_name = hub_name
-        self.told: Optional[int] = None  # the step's status the hub told this task to end with
+        self.told_status: Optional[int] = None  # the step's status the hub told this task to end with
         self.lost = False  # the hub went away (or never came)
         self.sent = False  # exit/bye sent, its answer awaited
         self.acked = False
@@ -96,10 +96,10 @@ class SpokeWatch:
 
     # -- the hub's words (from a proven hub only) --------------------------------------------
     def end(self, status: int, why: str) -> List[Action]:
-        if self.told is not None or self.lost:
+        if self.told_status is not None or self.lost:
             return []
         self.restart_at = self.regroup = None  # told to end while waiting: the old status is reported
-        self.told = status
+        self.told_status = status
         why = why or "told by the step's supervisor"
         self.notes.append((logging.INFO if status == 0 else logging.ERROR, f"ending this task: {why} "
                                                                            f"(step status {status})"))
@@ -110,14 +110,14 @@ class SpokeWatch:
 
     def restart(self, delay: float, now: float) -> None:
         """The hub's answer to our `exit`: start the command again `delay` s from now."""
-        if self.sent and not self.acked and self.told is None and not self.lost:
+        if self.sent and not self.acked and self.told_status is None and not self.lost:
             self.notes.append((logging.WARNING, f"{self.hub_name} restarts this task's command in {delay:g} s"))
             self.restart_at = now + delay
             self.sent = False  # the answer came: a new report is due when the next command ends
 
     def regroup_now(self, delay: float, running: bool) -> List[Action]:
         # not when its own exit is on its way: the hub answers that one with `restart`
-        if self.told is not None or self.lost or self.sent or self.restart_at is not None:
+        if self.told_status is not None or self.lost or self.sent or self.restart_at is not None:
             return []
         self.notes.append((logging.WARNING, f"{self.hub_name} restarts every task: ending this task's command, "
                                             f"to start it again {delay:g} s after it ends"))
@@ -127,7 +127,7 @@ class SpokeWatch:
     def lose(self, why: str) -> List[Action]:
         """The hub is gone (or never came): end the command; this task exits with LOST_STATUS."""
         self.restart_at = None
-        if self.told is not None or self.lost:
+        if self.told_status is not None or self.lost:
             return []
         self.lost = True
         self.notes.append((logging.ERROR, f"lost {self.hub_name} ({why}): ending this task"))
@@ -136,9 +136,9 @@ class SpokeWatch:
     def hub_closed(self, joined: bool) -> str:
         """The hub's connection closed: 'retry' (refused before joining: it may still be starting),
         'done' (it knows what it needs: a hub that has finished), or 'lost'."""
-        if not joined and not self.sent and self.told is None:
+        if not joined and not self.sent and self.told_status is None:
             return "retry"
-        if self.sent or self.told is not None:
+        if self.sent or self.told_status is not None:
             return "done"
         return "lost"
 
@@ -176,7 +176,7 @@ class SpokeWatch:
                 return self.lose(f"not reachable within {self.connect_grace:g} s{link.unreachable_note}")
             return []
         actions: List[Action] = []
-        if not self.noted and self.told is None and not self.lost:
+        if not self.noted and self.told_status is None and not self.lost:
             self.noted = True
             self.notes.append((logging.INFO, f"command exited with status {status}"))
             if status != 0 and not self.retried(status):
@@ -189,17 +189,17 @@ class SpokeWatch:
         self.sent, self.ack_by = ok, now + self.report_wait
         if ok:
             return []
-        if self.told is not None:
-            return [Finish(self.told)]
+        if self.told_status is not None:
+            return [Finish(self.told_status)]
         self.notes.append((logging.WARNING, f"could not tell {self.hub_name} this task's status {status} "
                                             "(connection failed)"))
         return [Finish(status)]
 
     def _finished(self, status: int, now: float, link: Link) -> List[Action]:
         """The command has ended: report it, or the status to exit with once the hub knows."""
-        if self.told is not None or self.lost:
-            final = self.told if self.told is not None else LOST_STATUS
-            if self.told is not None and link.connected and link.joined and not self.sent:
+        if self.told_status is not None or self.lost:
+            final = self.told_status if self.told_status is not None else LOST_STATUS
+            if self.told_status is not None and link.connected and link.joined and not self.sent:
                 return [Send(f"bye {status}", status)]
             if not link.connected or self.acked or not self.sent or now >= self.ack_by:
                 return [Finish(final)]
