@@ -62,8 +62,20 @@ def test_parse_gpu_list():
     assert parse_gpu_list("") == ()
     assert parse_gpu_list("NoDevFiles") == ()
     assert parse_gpu_list(" 0, 3 ") == ("0", "3")
-    with pytest.raises(UsageError, match="CUDA_VISIBLE_DEVICES='0,,1'"):
+    with pytest.raises(UsageError, match="the visible GPU list='0,,1'"):
         parse_gpu_list("0,,1")
+    with pytest.raises(UsageError, match="CUDA_VISIBLE_DEVICES='0,,1'"):  # the name its caller passes
+        parse_gpu_list("0,,1", "CUDA_VISIBLE_DEVICES")
+
+
+def test_a_bad_gpu_list_names_the_variable_its_caller_read():
+    from tf_for_slurm.host.slurm import GPU_NAMES
+    from tf_for_slurm.plan.gpus import devices_for_task
+    t = [type("T", (), {"rank": 0, "role": "worker", "node_index": 0, "gpus": ()})()]
+    with pytest.raises(UsageError, match="SLURM_STEP_GPUS='1,,2'"):
+        devices_for_task(t, 0, None, "1,,2", GPU_NAMES)
+    with pytest.raises(UsageError, match="CUDA_VISIBLE_DEVICES='x,'"):
+        devices_for_task(t, 0, "x,", None, GPU_NAMES)
 
 
 def test_pick_gpu_source_order():

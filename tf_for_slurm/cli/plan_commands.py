@@ -111,7 +111,7 @@ def explain(args: argparse.Namespace) -> int:
     chief = plan.chief
     pool = parse_gpu_list(args.gpus, "--gpus") if args.gpus is not None else None
     cuda_visible_devices, step_gpus = slurm.gpu_sources(settings.environ())
-    gpus = gpu_view(plan.tasks, plan.my_rank, cuda_visible_devices, step_gpus, pool)
+    gpus = gpu_view(plan.tasks, plan.my_rank, cuda_visible_devices, step_gpus, pool, slurm.GPU_NAMES)
     rows = [{"rank": t.rank, "node": t.node, "local_id": t.local_id, "role": t.role, "index": t.index,
              "address": t.address, "aux_port": t.aux_port, "gpus": gpus[t.rank],
              "chief": chief is not None and t.rank == chief.rank, "me": t.rank == plan.my_rank} for t in plan.tasks]

@@ -37,11 +37,13 @@ CPUS_PER_TASK, CPUS_ON_NODE = "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"
 MEM_PER_CPU, MEM_PER_NODE = "SLURM_MEM_PER_CPU", "SLURM_MEM_PER_NODE"
 STEP_GPUS, JOB_GPUS = "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"
 JOB_PARTITION = "SLURM_JOB_PARTITION"
+SBATCH_PARTITION = "SBATCH_PARTITION"  # sbatch's input variable: the partition when -p is not given
 RESTART_COUNT = "SLURM_RESTART_COUNT"
 HET_SIZE = "SLURM_HET_SIZE"  # heterogeneous job: its number of components
 PREFIXES = ("SLURM_", "SLURMD_")  # every variable Slurm sets starts with one of these
 # not Slurm's, but read with its step: which GPUs CUDA may use
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+GPU_NAMES = (CUDA_VISIBLE_DEVICES, STEP_GPUS)  # the names plan.gpus' messages use (gpu_sources' order)
 
 
 def het_nodelist_names(component: int) -> tuple:

@@ -16,18 +16,20 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, Tuple
 
 from tf_for_slurm.errors import UsageError, bad_value
 
+VISIBLE_GPUS = "the visible GPU list"  # the ids this process may use (host.slurm names the variable)
 STEP_GPUS = "the step's GPU list"  # Slurm's step GPU ids (host.slurm names the variable)
+NEUTRAL_NAMES = (VISIBLE_GPUS, STEP_GPUS)  # callers that read the variables pass host.slurm.GPU_NAMES
 
 GPU_ROLES = ("worker", "chief", "evaluator")
 # Values Slurm (older releases) or users put in CUDA_VISIBLE_DEVICES to mean "none".
 _NO_DEVICE_MARKERS = {"", "nodevfiles", "none", "-1"}
 
 
-def parse_gpu_list(value: Optional[str], name: str = "CUDA_VISIBLE_DEVICES") -> tuple:
+def parse_gpu_list(value: Optional[str], name: str = VISIBLE_GPUS) -> tuple:
     """'0,1,3' -> ('0', '1', '3'); None, '' or 'NoDevFiles' -> ().
 
     Entries are kept as strings (UUIDs such as 'GPU-5f3a...' and MIG ids are valid too).
@@ -70,7 +72,7 @@ def share_gpus(available: Sequence[str], n_local_workers: int, local_worker_ordi
 
 
 def pick_gpu_source(cuda_visible_devices: Optional[str], task_gpus: Iterable[str] = (),
-                    slurm_step_gpus: Optional[str] = None) -> tuple:
+                    slurm_step_gpus: Optional[str] = None, names: Tuple[str, str] = NEUTRAL_NAMES) -> tuple:
     """The node's GPU pool, from the first source that names any GPU.
 
     Order: CUDA_VISIBLE_DEVICES (ids valid in this process's device namespace, even under
@@ -78,13 +80,13 @@ def pick_gpu_source(cuda_visible_devices: Optional[str], task_gpus: Iterable[str
     An explicitly empty CUDA_VISIBLE_DEVICES still falls through, because Slurm sets
     'NoDevFiles'/'' on nodes without GPUs, where the other sources are empty as well.
     """
-    from_env = parse_gpu_list(cuda_visible_devices, "CUDA_VISIBLE_DEVICES")
+    from_env = parse_gpu_list(cuda_visible_devices, names[0])
     if from_env:
         return from_env
     plan_gpus = tuple(str(g) for g in task_gpus)
     if plan_gpus:
         return plan_gpus
-    return parse_gpu_list(slurm_step_gpus, STEP_GPUS)
+    return parse_gpu_list(slurm_step_gpus, names[1])
 
 
 def local_gpu_ordinal(tasks: Sequence, rank: int) -> tuple:
@@ -111,19 +113,20 @@ def visible_devices_for(tasks: Sequence, rank: int, pool: Sequence[str]) -> str:
     return ",".join(share_gpus(pool, n_local, ordinal))
 
 
-def bound_per_task(cuda_visible_devices: Optional[str], slurm_step_gpus: Optional[str]) -> bool:
+def bound_per_task(cuda_visible_devices: Optional[str], slurm_step_gpus: Optional[str],
+                   names: Tuple[str, str] = NEUTRAL_NAMES) -> bool:
     """True when Slurm already gave this task its own subset (`--gpus-per-task`, `--gpu-bind`).
 
     Slurm sets SLURM_STEP_GPUS to the node's GPUs of the step; a CUDA_VISIBLE_DEVICES that
     names fewer of them means the split was done per task already and must not be split again.
     """
-    mine = parse_gpu_list(cuda_visible_devices, "CUDA_VISIBLE_DEVICES")
-    step = parse_gpu_list(slurm_step_gpus, STEP_GPUS)
+    mine = parse_gpu_list(cuda_visible_devices, names[0])
+    step = parse_gpu_list(slurm_step_gpus, names[1])
     return bool(mine) and len(mine) < len(step)
 
 
 def devices_for_task(tasks: Sequence, rank: int, cuda_visible_devices: Optional[str],
-                     slurm_step_gpus: Optional[str]) -> Optional[str]:
+                     slurm_step_gpus: Optional[str], names: Tuple[str, str] = NEUTRAL_NAMES) -> Optional[str]:
     """CUDA_VISIBLE_DEVICES for task `rank` on its own node, or None to leave it as Slurm set it.
 
     ps: '' (none).  A task Slurm already bound to its own GPUs keeps them.  Otherwise its share of
@@ -135,16 +138,17 @@ def devices_for_task(tasks: Sequence, rank: int, cuda_visible_devices: Optional[
         raise UsageError(bad_value("rank", rank, f"one of the plan's ranks 0..{len(tasks) - 1}"))
     if me.role not in GPU_ROLES:
         return ""
-    if bound_per_task(cuda_visible_devices, slurm_step_gpus):
+    if bound_per_task(cuda_visible_devices, slurm_step_gpus, names):
         return (cuda_visible_devices or "").strip()
-    pool = pick_gpu_source(cuda_visible_devices, me.gpus, slurm_step_gpus)
+    pool = pick_gpu_source(cuda_visible_devices, me.gpus, slurm_step_gpus, names)
     if not pool:
         return None
     return visible_devices_for(tasks, rank, pool)
 
 
 def gpu_view(tasks: Sequence, my_rank: Optional[int], cuda_visible_devices: Optional[str] = None,
-             slurm_step_gpus: Optional[str] = None, node_pool: Optional[Sequence[str]] = None) -> dict:
+             slurm_step_gpus: Optional[str] = None, node_pool: Optional[Sequence[str]] = None,
+             names: Tuple[str, str] = NEUTRAL_NAMES) -> dict:
     """rank -> the CUDA_VISIBLE_DEVICES each task will get, for people to read (`tf-slurm explain`).
 
     node_pool: every node's GPUs (planning offline).  Otherwise only this task's node is known
@@ -153,19 +157,19 @@ def gpu_view(tasks: Sequence, my_rank: Optional[int], cuda_visible_devices: Opti
     """
     view = {}
     me = next((t for t in tasks if t.rank == my_rank), None)
-    if node_pool is None and (me is None or not pick_gpu_source(cuda_visible_devices, me.gpus, slurm_step_gpus)):
+    if node_pool is None and (me is None or not pick_gpu_source(cuda_visible_devices, me.gpus, slurm_step_gpus, names)):
         return {t.rank: "" for t in tasks}  # no GPU known here (a CPU node, or offline without --gpus)
     for t in tasks:
         if node_pool is not None:
             value: Optional[str] = visible_devices_for(tasks, t.rank, tuple(node_pool)) if node_pool else None
         elif me is not None and t.node_index == me.node_index:
             if t.rank == me.rank:
-                value = devices_for_task(tasks, t.rank, cuda_visible_devices, slurm_step_gpus)
-            elif bound_per_task(cuda_visible_devices, slurm_step_gpus):
+                value = devices_for_task(tasks, t.rank, cuda_visible_devices, slurm_step_gpus, names)
+            elif bound_per_task(cuda_visible_devices, slurm_step_gpus, names):
                 value = "?"  # Slurm bound each task: only its own set is visible from here
             else:
                 value = devices_for_task(tasks, t.rank, None if slurm_step_gpus else cuda_visible_devices,
-                                         slurm_step_gpus)
+                                         slurm_step_gpus, names)
         else:
             value = "?"
         if t.role not in GPU_ROLES and value != "?" and (node_pool or value is not None):

@@ -68,7 +68,7 @@ def configure_gpus(plan: ClusterPlan, environ: Optional[MutableMapping[str, str]
     env: Mapping[str, str] = process_env if environ is None else environ
     me = plan.me
     visible, step_gpus = slurm.gpu_sources(env)
-    value = devices_for_task(plan.tasks, me.rank, visible, step_gpus)
+    value = devices_for_task(plan.tasks, me.rank, visible, step_gpus, slurm.GPU_NAMES)
     if value is None:  # no GPU anywhere on this node
         value = ""
     if "tensorflow" in sys.modules and visible != value and env is process_env:

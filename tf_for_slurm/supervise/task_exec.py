@@ -126,7 +126,8 @@ def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str
     variables[SUPERVISED] = slurm.step_tag(env)
     variables[settings.STRATEGY] = roles.strategy
     out = ChildEnv(variables)
-    gpus = devices_for_task(plan.tasks, me.rank, *slurm.gpu_sources(env))
+    visible, step_gpus = slurm.gpu_sources(env)
+    gpus = devices_for_task(plan.tasks, me.rank, visible, step_gpus, slurm.GPU_NAMES)
     if gpus is not None:
         variables[slurm.CUDA_VISIBLE_DEVICES] = gpus
     if has_tf_keras is None:
