@@ -78,12 +78,12 @@ def test_every_tf_slurm_name_in_code_docs_and_scripts_is_registered():
     assert names - set(settings.REGISTRY) == set()
 
 
-def test_readme_settings_table_is_the_registry():
-    readme = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- settings: generated[^\n]*-->\n(.*?)\n<!-- end of settings -->", readme, re.S)
-    assert m, "README.md lost its settings table markers"
+def test_reference_settings_table_is_the_registry():
+    reference = (ROOT / "docs" / "REFERENCE.md").read_text()
+    m = re.search(r"<!-- settings: generated[^\n]*-->\n(.*?)\n<!-- end of settings -->", reference, re.S)
+    assert m, "docs/REFERENCE.md lost its settings table markers"
     assert m.group(1) == settings.markdown_table(), (
-        "README's settings table differs from host.settings.REGISTRY; paste the output of "
+        "docs/REFERENCE.md's settings table differs from host.settings.REGISTRY; paste the output of "
         "`python -c 'from tf_for_slurm.host import settings; print(settings.markdown_table())'`")
 
 
@@ -137,3 +137,13 @@ def test_import_does_not_pull_tensorflow_or_mpi():
             "print(sorted(m for m in ('tensorflow', 'mpi4py', 'tf_keras') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out
+
+
+@pytest.mark.parametrize("template", ["tf_slurm_job.sh", "tf_slurm_hetjob.sh", "BASH_Distributed_MNIST.sh"])
+def test_every_template_carries_the_one_warning_trap(template):
+    """The trap must be a template's first lines (users copy the file; Slurm copies it to its spool),
+    so each carries a copy: the same lines as submit's script (host.batch_script.warn_trap)."""
+    from tf_for_slurm.host.batch_script import warn_trap
+    text = (ROOT / "scripts" / template).read_text()
+    assert warn_trap(template) in text, f"scripts/{template}: paste host.batch_script.warn_trap({template!r})"
+    assert text.count("mktemp -d \"") == 1  # one private folder

@@ -74,6 +74,31 @@ _SHORT = {"-o": "--output", "-W": "--wait", "-a": "--array", "-N": "--nodes", "-
 SIGNAL_EARLY = 60  # Slurm may send --signal's warning up to 60 s early: ask for it that much before the margin
 EXEC_LOG_LEVEL, SUPERVISOR_LOG_LEVEL = "INFO", "WARNING"  # as the templates' LOG_LEVEL and PS_LOG_LEVEL
 
+# The batch shell's first lines: the time-limit warning's trap and its private file.  The templates
+# (scripts/*.sh) carry the same lines, as they must come first in a script users copy: a house test
+# checks each holds warn_trap(its own name) verbatim.
+_WARN_TRAP = r"""# First: Slurm's time-limit warning (--signal=B:USR1@N) reaches only this shell, possibly the moment
+# it starts. The trap writes it down for `tf-slurm batch-step` (which reads the file), so it is never
+# lost and never kills the shell; SIGTERM (scancel, preemption) is written down the same way.
+# The file is in a folder only this user can use, with a random name (mktemp -d: 0700): other users
+# see job ids and can write to /tmp, and a file of theirs must not stop or requeue the job. A signal
+# that comes before the folder exists is kept in early_warning and written down once it does.
+for sig in USR1 USR2 TERM; do trap "warn_line=\"$sig \$(date +%s.%N)\"
+    if [[ -n \"\${{warn_file:-}}\" ]]; then echo \"\$warn_line\" >>\"\$warn_file\"
+    else early_warning=\"\${{early_warning:-\$warn_line}}\"; fi" "$sig"; done
+warn_dir="$(mktemp -d "${{TMPDIR:-/tmp}}/tf_slurm.XXXXXXXXXX")" \
+    || {{ echo "{script}: error: cannot make a private folder in ${{TMPDIR:-/tmp}}" >&2; exit 2; }}
+trap 'rm -rf -- "$warn_dir"' EXIT       # removed however the shell ends
+warn_file="$warn_dir/warning"
+if [[ -n "${{early_warning:-}}" ]]; then echo "$early_warning" >>"$warn_file"; fi
+"""
+
+
+def warn_trap(script: str) -> str:
+    """The warning trap's lines, for the batch script named `script` (its error line names it)."""
+    return _WARN_TRAP.format(script=script)
+
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -274,21 +299,7 @@ def script_text(spec: JobSpec) -> str:
 #SBATCH --open-mode=append
 #SBATCH --signal=B:USR1@{spec.warn_margin + SIGNAL_EARLY}
 
-# First: Slurm's time-limit warning (--signal=B:USR1@N) reaches only this shell, possibly the moment
-# it starts. The trap writes it down for `tf-slurm batch-step` (which reads the file), so it is never
-# lost and never kills the shell; SIGTERM (scancel, preemption) is written down the same way.
-# The file is in a folder only this user can use, with a random name (mktemp -d: 0700): other users
-# see job ids and can write to /tmp, and a file of theirs must not stop or requeue the job. A signal
-# that comes before the folder exists is kept in early_warning and written down once it does.
-for sig in USR1 USR2 TERM; do trap "warn_line=\\"$sig \\$(date +%s.%N)\\"
-    if [[ -n \\"\\${{warn_file:-}}\\" ]]; then echo \\"\\$warn_line\\" >>\\"\\$warn_file\\"
-    else early_warning=\\"\\${{early_warning:-\\$warn_line}}\\"; fi" "$sig"; done
-warn_dir="$(mktemp -d "${{TMPDIR:-/tmp}}/tf_slurm.XXXXXXXXXX")" \\
-    || {{ echo "job.sh: error: cannot make a private folder in ${{TMPDIR:-/tmp}}" >&2; exit 2; }}
-trap 'rm -rf -- "$warn_dir"' EXIT       # removed however the shell ends
-warn_file="$warn_dir/warning"
-if [[ -n "${{early_warning:-}}" ]]; then echo "$early_warning" >>"$warn_file"; fi
-set -euo pipefail
+{warn_trap("job.sh")}set -euo pipefail
 
 python={q(spec.python)}
 # The job folder: exec's hub writes the step's state there (`tf-slurm status`), batch-step the run's.

@@ -3,7 +3,8 @@
 Why one registry: a setting's name, its default and the words it accepts used to be repeated in
 the modules that read it, and drifted (three different sets of true/false words).  Every module
 takes a setting's name from here (`TASKS`, `PS`, ...), reads it through `text`, `flag`,
-`seconds` or `integer`, and the README's settings table is checked against `REGISTRY` by a test.
+`seconds` or `integer`, and the settings table in docs/REFERENCE.md is checked against `REGISTRY`
+by a test.
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def recovery_wait(env: Optional[Mapping[str, str]] = None) -> float:
 
 
 def markdown_table(include_internal: bool = False) -> str:
-    """The README's settings table, made from REGISTRY (a test keeps the README equal to it)."""
+    """The settings table of docs/REFERENCE.md, made from REGISTRY (a test keeps the page equal to it)."""
     rows = ["| setting | kind | default | meaning |", "|---|---|---|---|"]
     for s in REGISTRY.values():
         if s.internal and not include_internal:
