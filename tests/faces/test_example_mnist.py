@@ -399,7 +399,8 @@ def test_ps_exits_nonzero_when_a_worker_dies(tmp_path, data_dir):
         ps_log = (tmp_path / "task0.log").read_text()
         assert status != 0, ps_log[-3000:]
         # launch() re-ran each task under tf-slurm exec: the step's supervisor ends the ps and says why
-        assert "ending this task: the supervisor of worker 1 (rank 2, node1) went away" in ps_log, ps_log[-3000:]
+        assert "ending this task: worker 1 (rank 2, node1) was lost (its supervisor went away" in ps_log, \
+            ps_log[-3000:]
     finally:
         for p in procs:
             if p.poll() is None:

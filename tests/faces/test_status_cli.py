@@ -25,6 +25,8 @@ while not os.path.exists(gate) and time.monotonic() < deadline:
     time.sleep(0.05)
 role, index = os.environ["TF_SLURM_JOB_TYPE"], os.environ["TF_SLURM_TASK_INDEX"]
 print(f"{role} {index} done", flush=True)
+if os.environ.get("SAY_" + role.upper() + index):  # what this task says on stderr before it exits
+    print(os.environ["SAY_" + role.upper() + index], file=sys.stderr, flush=True)
 if role == "ps":
     time.sleep(120)  # a ps never ends by itself: the supervisor ends it
 sys.exit(int(os.environ.get("FAIL_" + role.upper() + index, "0")))
@@ -48,9 +50,10 @@ def no_slurm(tmp_path):
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TF_SLURM_JOBS_ROOT": str(tmp_path / "jobs")}
 
 
-def start_local(env, gate, job_id, extra_env=None):
+def start_local(env, gate, job_id, extra_env=None, output=None):
+    logs = ["--output", output] if output else []  # e.g. the job folder's task-%t.out, as submit's
     return subprocess.Popen([PY, "-m", "tf_for_slurm", "local", "-n", "3", "-N", "3", "--ps", "1", "--job-id", job_id,
-                             "--kill-grace", "1", "--", PY, "-c", TASK, str(gate)], cwd=ROOT,
+                             "--kill-grace", "1", *logs, "--", PY, "-c", TASK, str(gate)], cwd=ROOT,
                             env={**env, **(extra_env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -108,10 +111,80 @@ def test_a_failed_worker_is_the_first_failure(tmp_path, no_slurm, cli_runs):
     assert proc.returncode == 3, err
     res = cli(cli_runs, "status", "4343", env=no_slurm)
     assert res.returncode == 0, res.stderr
-    assert "first failure: worker 1 (rank 2, node3): worker 1 (rank 2, node3) exited with status 3" in res.stdout
+    # named once, in words (no task log here: no --output)
+    assert "\nfirst failure: worker 1 on node3 failed (exit 3)\n" in res.stdout
     view = json.loads(cli(cli_runs, "status", "4343", "--json", env=no_slurm).stdout)
     assert view["step"]["status"] == 3 and view["step"]["state"] == "ended"
     assert {t["rank"]: t["state"] for t in view["step"]["tasks"]}[2] == "exited"
+
+
+FIX = ("MultiWorkerMirroredStrategy cannot run with ps tasks (this step has 1 ps, the default); fix: run with --ps 0 "
+       "(TF_SLURM_PS=0, or NUM_PS=0 in the sbatch templates)")
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("said,shown", [
+    (f"tf-slurm: {FIX}", FIX),  # our fix line, as the exec shim writes it
+    ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nValueError: bad shape (2,)",
+     "ValueError: bad shape (2,)"),  # no fix line: the error
+])
+def test_the_first_failure_shows_what_the_task_said_in_its_log(tmp_path, no_slurm, cli_runs, said, shown):
+    gate = tmp_path / "gate"
+    gate.write_text("")
+    folder = tmp_path / "jobs" / "4545"
+    folder.mkdir(parents=True)  # as submit makes it, before the tasks write their logs in it
+    proc = start_local(no_slurm, gate, "4545", {"FAIL_WORKER1": "1", "SAY_WORKER1": said},
+                       output=str(folder / "task-%t.out"))
+    proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    res = cli(cli_runs, "status", "4545", env=no_slurm)
+    assert res.returncode == 0, res.stderr
+    first = [line for line in res.stdout.splitlines() if line.startswith("first failure: ")]
+    assert first == [f"first failure: worker 1 on node3 failed (exit 1): {shown}"], res.stdout
+    # the step's end line, in the chief's log, says the same once
+    chief_log = (folder / "task-1.out").read_text().splitlines()
+    end = [line for line in chief_log if "ended with status 1" in line]
+    assert len(end) == 1 and end[0].endswith(f" s: worker 1 on node3 failed (exit 1): {shown}"), end
+    assert not [line for line in chief_log if "first to end: worker 1" in line]  # the same task: not said twice
+
+
+def test_status_reads_the_failing_tasks_log_when_the_hub_could_not(tmp_path):
+    # the hub read nothing (the log was not there yet, or came from another node late): status reads it
+    step = {"job": "9", "step": "0", "strategy": "mwms", "state": "ended", "status": 1, "updated_at": time.time(),
+            "counts": {"exited": 2}, "chief": 0, "tasks": [
+                {"rank": 0, "role": "worker", "index": 0, "node": "n1", "state": "exited", "status": 1, "restarts": 0},
+                {"rank": 1, "role": "worker", "index": 1, "node": "n2", "state": "ended", "status": 1, "restarts": 0}],
+            "first_failure": {"rank": 0, "role": "worker", "index": 0, "node": "n1", "status": 1,
+                              "reason": "worker 0 on n1 failed (exit 1)", "note": None, "detail": None}}
+    (tmp_path / "status.json").write_text(json.dumps(step))
+    (tmp_path / "task-0.out").write_text(f"tf-slurm: {FIX}\n")
+    view = gather(str(tmp_path), "9", lambda job: None)
+    assert view["step"]["first_failure"]["detail"] == FIX
+    assert f"first failure: worker 0 on n1 failed (exit 1): {FIX}" in render(view, time.time()).splitlines()
+    (tmp_path / "task-0.out").write_text("it printed nothing we know\n")  # then: where to read more
+    view = gather(str(tmp_path), "9", lambda job: None)
+    assert "first failure: worker 0 on n1 failed (exit 1) (its log: tf-slurm logs 9 --task 0)" in render(
+        view, time.time()).splitlines()
+
+
+@pytest.mark.parametrize("slurm,line", [
+    ({"JobState": "PENDING", "NodeList": "", "RunTime": "00:00:00", "TimeLimit": "01:00:00", "Restarts": "0",
+      "Reason": "PartitionNodeLimit"},
+     "job 99: PENDING: it asks for more nodes than its partition allows: it will never start as it is (fewer nodes, "
+     "or another --partition) (PartitionNodeLimit); time limit 01:00:00, requeued 0 time(s)"),
+    ({"JobState": "PENDING", "NodeList": "(null)", "TimeLimit": "00:10:00", "Restarts": "1", "Reason": "Priority"},
+     "job 99: PENDING: waiting for its turn: jobs of higher priority go first (Priority); time limit 00:10:00, "
+     "requeued 1 time(s)"),
+    ({"JobState": "PENDING", "NodeList": "", "TimeLimit": "00:10:00", "Reason": "NewCode"},
+     "job 99: PENDING: (NewCode); time limit 00:10:00, requeued 0 time(s)"),
+    ({"JobState": "FAILED", "NodeList": "node[1-2]", "RunTime": "00:00:09", "TimeLimit": "00:10:00", "Restarts": "0",
+      "Reason": "NonZeroExitCode"},
+     "job 99: FAILED on node[1-2], run time 00:00:09 of 00:10:00, requeued 0 time(s); a task exited non-zero "
+     "(NonZeroExitCode)"),
+])
+def test_slurms_line_says_why_a_job_waits_in_words(tmp_path, slurm, line):
+    view = gather(str(tmp_path), "99", lambda job: slurm)
+    assert render(view, time.time()).splitlines()[0] == line
 
 
 def test_status_shows_slurm_and_the_checkpoint_against_the_target(tmp_path):

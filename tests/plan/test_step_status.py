@@ -4,7 +4,7 @@ from collections import namedtuple
 
 import pytest
 
-from tf_for_slurm.plan.step_status import STATES, snapshot, summary_lines, task_rows, task_state
+from tf_for_slurm.plan.step_status import STATES, failure_text, place, snapshot, summary_lines, task_rows, task_state
 from tf_for_slurm.plan.step_watch import LOST_STATUS, StepWatch
 from tf_for_slurm.plan.strategy import step_roles
 
@@ -74,9 +74,50 @@ def test_a_failure_is_first_and_the_others_are_ended_with_its_status():
     s = snap(w, roles, mono=7.0, over=True)
     assert s["status"] == 137
     assert s["first_failure"] == {"rank": 2, "role": "worker", "index": 1, "node": "n3", "status": 137,
-                                  "reason": "worker 1 exited with status 137"}
+                                  "reason": "worker 1 on n3 failed (exit 137, killed by SIGKILL)", "note": None,
+                                  "detail": None}
     assert states(s) == {0: ("ended", 137), 1: ("ended", 143), 2: ("exited", 137)}
-    assert summary_lines(s)[0].endswith("ended with status 137 after 7.0 s: worker 1 exited with status 137")
+    lines = summary_lines(s)
+    assert lines[0].endswith("ended with status 137 after 7.0 s: worker 1 on n3 failed (exit 137, killed by SIGKILL)")
+    assert not lines[1].startswith("first to end")  # the first failure is said once
+
+
+def test_the_end_line_names_the_first_failure_once_with_the_tasks_own_words():
+    roles, w = watch()
+    for r in (0, 2):
+        w.join(r, 1.0)
+    w.exit(2, 1, 2.4)
+    fix = "MultiWorkerMirroredStrategy cannot run with ps tasks (this step has 1 ps, the default); fix: run with --ps 0"
+    s = snapshot(TASKS, w, roles, job="77", step="0", mono=3.0, wall=WALL, over=True, detail=fix)
+    assert s["first_failure"]["detail"] == fix
+    lines = summary_lines(s)
+    assert lines[0] == ("step 77.0 (tf1, 3 tasks) ended with status 1 after 3.0 s: worker 1 on n3 failed (exit 1): "
+                        f"{fix}")
+    assert sum(line.count("worker 1") for line in lines) == 1  # once: not again as "first to end"
+
+
+@pytest.mark.parametrize("failure,text", [
+    ({"reason": "worker 0 on node2 failed (exit 1)"}, "worker 0 on node2 failed (exit 1)"),
+    ({"reason": "worker 0 on node2 failed (exit 1)", "detail": "ValueError: bad", "note": None},
+     "worker 0 on node2 failed (exit 1): ValueError: bad"),
+    ({"reason": "ps 0 on n1 failed (exit 137, killed by SIGKILL)", "detail": None,
+      "note": "not restarted: the step's 3 restarts are spent (max restarts 3)"},
+     "ps 0 on n1 failed (exit 137, killed by SIGKILL); not restarted: the step's 3 restarts are spent "
+     "(max restarts 3)"),
+    ({"reason": "worker 1 (rank 2, n3) exited with status 3"},  # a file of an older version
+     "worker 1 (rank 2, n3) exited with status 3"),
+])
+def test_failure_text(failure, text):
+    assert failure_text(failure) == text
+
+
+@pytest.mark.parametrize("task,words", [
+    ({"role": "worker", "index": 0, "node": "node2"}, "worker 0 on node2"),
+    ({"role": "chief", "index": 0, "node": "?"}, "chief 0"),
+    ({"role": "ps", "index": 1, "node": None}, "ps 1"),
+])
+def test_place(task, words):
+    assert place(task) == words
 
 
 def test_a_vanished_supervisor_is_lost_and_a_never_joined_one_unaccounted():

@@ -142,7 +142,7 @@ def test_first_failure_ends_everyone_with_its_status_later_failures_do_not_chang
 def test_a_closed_connection_without_exit_status_is_a_lost_task():
     w = watch("ps", "worker", "worker")
     assert w.closed(2, 4.0) == [End((0, 1), LOST_STATUS)]
-    assert "went away without an exit status" in w.failure.reason
+    assert w.failure.reason == "was lost (its supervisor went away without an exit status: killed, or its node failed)"
 
 
 def test_a_closed_connection_after_an_exit_report_is_normal():
@@ -159,7 +159,8 @@ def test_silence_beyond_the_timeout_is_a_dead_node():
     assert w.tick(10.0) == []
     # both 0 and 2 are silent: the first is named; the silent ones are told too (a hung one may wake)
     assert w.tick(15.5) == [End((0, 1, 2), LOST_STATUS)]
-    assert w.failure.rank == 0 and "no word from the supervisor of ps 0 for 10.5 s" in w.failure.reason
+    assert w.failure.rank == 0 and "was lost (no word from its supervisor for 10.5 s" in w.failure.reason
+    assert w.failure_line().startswith("ps 0 was lost (no word")  # the task named once, by the hub's names
 
 
 def test_a_task_that_never_connects_fails_the_step_after_the_grace():
@@ -170,7 +171,8 @@ def test_a_task_that_never_connects_fails_the_step_after_the_grace():
     assert w.tick(59.0) == []
     w.hear(0, 59.0)
     assert w.tick(61.0) == [End((0, 1, 2), LOST_STATUS)]
-    assert "rank 2 (and 0 more) never connected within 60 s" in w.failure.reason
+    assert (w.failure.rank, w.failure.reason) == (2, "never connected within 60 s")
+    assert w.failure_line() == "rank 2 never connected within 60 s"
 
 
 def test_a_late_joiner_after_the_decision_is_told_at_once():
@@ -251,8 +253,10 @@ def test_the_steps_budget_spent_fails_the_step_with_one_line():
     assert isinstance(w.exit(2, 137, 5.0)[0], Restart)
     w.started(2, 6.0)
     assert w.exit(3, 137, 30.0) == [End((0, 1, 2, 4), 137)]
-    assert w.failure.reason == ("worker 1 exited with status 137; not restarted: the step's 1 restarts are spent "
-                                "(max restarts 1)")
+    assert w.failure == (3, 137, "failed (exit 137, killed by SIGKILL)",
+                         "not restarted: the step's 1 restarts are spent (max restarts 1)")
+    assert w.failure_line() == ("worker 1 failed (exit 137, killed by SIGKILL); not restarted: the step's 1 restarts "
+                                "are spent (max restarts 1)")
 
 
 def test_the_tasks_budget():
@@ -260,7 +264,7 @@ def test_the_tasks_budget():
     assert isinstance(w.exit(2, 137, 5.0)[0], Restart)
     w.started(2, 6.0)
     assert w.exit(2, 137, 60.0) == [End((0, 1, 3, 4), 137)]
-    assert "worker 0 was restarted 1 times already (at most 1 per task)" in w.failure.reason
+    assert w.failure.note == "not restarted: it was restarted 1 times already (at most 1 per task)"
 
 
 def test_a_crash_loop_ends_the_step_at_once_naming_the_task():
@@ -268,7 +272,8 @@ def test_a_crash_loop_ends_the_step_at_once_naming_the_task():
     assert isinstance(w.exit(2, 137, 5.0)[0], Restart)
     w.started(2, 6.0)
     assert w.exit(2, 137, 6.8) == [End((0, 1, 3, 4), 137)]
-    assert w.failure.reason.startswith("crash loop: worker 0 failed again 0.8 s after restart 1")
+    assert w.failure.reason == "failed (exit 137, killed by SIGKILL)"
+    assert w.failure.note == "not restarted: it failed again 0.8 s after restart 1, within 10 s: a crash loop"
     assert w.failure.rank == 2 and w.status == 137
 
 
@@ -276,13 +281,16 @@ def test_failing_before_running_again_ends_the_step():
     w = rwatch(*PSS, max_restarts=5, retry_on="any")
     w.exit(2, 137, 5.0)
     assert w.exit(2, 127, 6.0) == [End((0, 1, 3, 4), 127)]  # it could not start again (or was stopped)
-    assert w.failure.reason == "worker 0 exited with status 127 before its command ran again (restart 1)"
+    assert w.failure.reason == "failed (exit 127, command not run) before its command could run again (restart 1)"
 
 
 def test_status_1_is_not_retried_under_signal_but_is_under_any():
     w = rwatch(*PSS)
     assert w.exit(2, 1, 5.0) == [End((0, 1, 3, 4), 1)]
-    assert "not restarted: status 1 is not retried" in w.failure.reason
+    # the program's own verdict: the failure says what happened, the log why it was not restarted
+    assert (w.failure.reason, w.failure.note) == ("failed (exit 1)", "")
+    assert (logging.INFO, "worker 0 not restarted: exit 1 is the program's own error, and only a task killed by a "
+                          "signal (exit 128-255) is restarted") in w.take_notes()
     w = rwatch(*PSS, retry_on="any")
     assert [type(a) for a in w.exit(2, 1, 5.0)] == [Restart]
 
@@ -331,7 +339,7 @@ def test_a_task_failing_soon_after_its_group_restart_is_a_crash_loop():
     for r in (0, 1, 2):
         w.started(r, 7.0)
     assert w.exit(1, 137, 8.0) == [End((0, 2), 137)]
-    assert w.failure.reason.startswith("crash loop: worker 0 failed again 1.0 s after restart 1")
+    assert w.failure.note.startswith("not restarted: it failed again 1.0 s after restart 1")
 
 
 def test_a_tf1_chief_is_restarted_alone():
@@ -344,10 +352,11 @@ def test_a_tf1_chief_is_restarted_alone():
 def test_once_the_step_is_being_stopped_nothing_restarts_and_a_pending_restart_fails():
     w = rwatch(*PSS)
     assert [type(a) for a in w.exit(2, 137, 5.0)] == [Restart]
-    w.stop_restarts("signal 15 reached the chief's supervisor")
-    assert any("no more restarts in this step" in m for _level, m in w.take_notes())
+    w.stop_restarts("SIGTERM reached the chief's supervisor")
+    assert (logging.WARNING, "the step is being stopped: SIGTERM reached the chief's supervisor; no task is "
+                             "restarted from now on") in w.take_notes()
     assert w.exit(2, 143, 5.5) == [End((0, 1, 3, 4), 143)]
-    assert w.failure.reason == "worker 0 exited with status 143 before its command ran again (restart 1)"
+    assert w.failure.reason == "failed (exit 143, ended by SIGTERM) before its command could run again (restart 1)"
     w = rwatch("chief", "worker", "worker")
     w.exit(2, 137, 5.0)  # the group restarts: worker 0 is being ended for it
     w.stop_restarts("signal 15")
@@ -371,10 +380,19 @@ def test_a_restarting_task_is_told_to_end_with_the_step_and_its_bye_settles_it()
     assert w.finished(6.0)
 
 
-def test_restarts_off_keeps_the_old_message():
+def test_restarts_off_says_what_happened_only():
     w = rwatch(*PSS, max_restarts=0)
     assert w.exit(2, 137, 5.0) == [End((0, 1, 3, 4), 137)]
-    assert w.failure.reason == "worker 0 exited with status 137"
+    assert w.failure == (2, 137, "failed (exit 137, killed by SIGKILL)", "")
+
+
+def test_a_stop_after_the_steps_end_was_decided_says_nothing():
+    # a failure ended the step, then srun's SIGTERM reaches the hub: "no more restarts" would be noise
+    w = rwatch(*PSS)
+    w.exit(2, 1, 5.0)
+    w.take_notes()
+    w.stop_restarts("SIGTERM reached the chief's supervisor")
+    assert w.take_notes() == []
 
 
 # -- a planned stop: PreemptionCheckpointHandler's exit 42 ------------------------------------------

@@ -18,10 +18,11 @@ from typing import Optional
 
 import pytest
 
-from tf_for_slurm._shim.tf_slurm_plan_hints import mwms_line
+from tf_for_slurm._shim.tf_slurm_plan_hints import PREFIX, join_line, mwms_line, no_ps_line
 from tf_for_slurm.host.settings import IS_CHIEF
 from tf_for_slurm.host.task_env import task_env
 from tf_for_slurm.plan import build_plan
+from tf_for_slurm.plan.failure_words import why_from_log
 from tf_for_slurm.plan.step import offline_step
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,13 +35,13 @@ BOUND = 90  # s: each run ends well within (5-10 s here); a hang fails the test,
 
 CASES = {
     "mwms-with-ps": (["-n", "2"], ["tf2_mwms_fit.py"],
-                     "tf_for_slurm: MultiWorkerMirroredStrategy cannot run with ps tasks: this step has 1 ps "
-                     "(the default): run with --ps 0"),
+                     "tf-slurm: MultiWorkerMirroredStrategy cannot run with ps tasks (this step has 1 ps, "
+                     "the default); fix: run with --ps 0"),
     "pss-without-chief": (["-n", "3"], ["tf2_pss_fit.py"],
-                          "tf_for_slurm: worker 0 is this step's chief (the plan has no chief task) and called "
+                          "tf-slurm: worker 0 is this step's chief (the plan has no chief task) and called "
                           "Server.join()"),
     "tf1-without-ps": (["-n", "2", "--ps", "0"], ["tf1_ps_worker.py", "--steps", "50"],
-                       "tf_for_slurm: replica_device_setter found no ps in this step"),
+                       "tf-slurm: replica_device_setter found no ps in this step"),
 }
 FIX = {"mwms-with-ps": "--ps 0", "pss-without-chief": "--tasks chief,ps,worker", "tf1-without-ps": "--ps N"}
 ROLES = {"mwms-with-ps": "2 tasks: ps 0, worker 0 (chief); step ends as tf1 (inferred: ps and no chief)",
@@ -80,7 +81,7 @@ def test_a_plan_that_does_not_fit_the_script_says_so_and_the_step_ends(tmp_path,
     rc, out, took = run_local(tmp_path, options, script)
     print(f"{case}: status {rc} after {took:.1f} s")
     assert rc != 0, out[-3000:]
-    hints = [x for x in out.splitlines() if "tf_for_slurm: " in x]
+    hints = [x for x in out.splitlines() if "; fix: " in x and "WARNING: " not in x]  # not exec's tf_keras one
     assert hints and all(line in x and FIX[case] in x for x in hints), out[-3000:]
     assert "Traceback" not in out, out[-3000:]  # the line, not TensorFlow's error
     assert f"tf-slurm local: {ROLES[case]}" in out, out[:2000]
@@ -119,8 +120,14 @@ def test_a_trimmed_tf_config_still_carries_the_flag():
 
 
 def test_the_mwms_line_says_default_only_for_one_ps():
-    assert "1 ps (the default): run with --ps 0" in mwms_line(1)
-    assert "2 ps: run with --ps 0" in mwms_line(2)
+    assert "1 ps, the default); fix: run with --ps 0" in mwms_line(1)
+    assert "2 ps); fix: run with --ps 0" in mwms_line(2)
+
+
+@pytest.mark.parametrize("line", [mwms_line(1), join_line("chief", 0), join_line("worker", 0), no_ps_line()])
+def test_each_line_is_a_fix_line_status_shows(line):
+    # `tf-slurm status` and the step's end line find it in the task's log (plan.failure_words)
+    assert why_from_log(f"some output\n{PREFIX}{line}\nmore output\n") == line
 
 
 # -- the checks themselves, on a stand-in TensorFlow (fast; no TensorFlow needed) ---------------------
@@ -166,17 +173,17 @@ def run_shimmed(tmp_path: Path, program: str, role: str, index: int, chief: bool
 @pytest.mark.timeout(60)
 def test_the_chief_that_joins_says_so_and_exits_1_the_others_join(tmp_path):
     rc, out = run_shimmed(tmp_path, "join", "worker", 0, True, 1, 2)
-    assert rc == 1 and out.startswith("tf_for_slurm: worker 0 is this step's chief") and "--chief" in out, out
+    assert rc == 1 and out.startswith("tf-slurm: worker 0 is this step's chief") and "--chief" in out, out
     assert "joined" not in out
     assert run_shimmed(tmp_path, "join", "worker", 1, False, 1, 2) == (0, "joined\n")
     rc, out = run_shimmed(tmp_path, "join", "chief", 0, True, 1, 2)
-    assert rc == 1 and out.startswith("tf_for_slurm: the chief called Server.join()"), out
+    assert rc == 1 and out.startswith("tf-slurm: the chief called Server.join()"), out
 
 
 @pytest.mark.timeout(60)
 def test_mwms_is_stopped_only_when_the_step_has_ps(tmp_path):
     rc, out = run_shimmed(tmp_path, "mwms", "worker", 0, True, 2, 2)
-    assert (rc, out) == (1, "tf_for_slurm: " + mwms_line(2) + "\n")
+    assert (rc, out) == (1, PREFIX + mwms_line(2) + "\n")
     assert run_shimmed(tmp_path, "mwms", "worker", 0, True, 0, 2) == (0, "built\n")
 
 

@@ -164,7 +164,7 @@ def test_a_failing_task_ends_every_task_fast_with_its_status_and_is_named(tmp_pa
     assert rc == 3, err
     assert took < 8, took
     assert "task 2 exited with status 3" in err, err
-    assert "worker 1 (rank 2, node1) exited with status 3" in err
+    assert "worker 1 (rank 2, node1) failed (exit 3)" in err
     assert leftovers(marker) == []
 
 
@@ -228,7 +228,7 @@ def test_a_silent_supervisor_is_taken_for_a_dead_node(tmp_path):
     # silence 0.75 s, then the stopped process cannot act on SIGTERM: the launcher's kill grace (0.25 s)
     assert took < 6, took
     err = err_file.read_text()
-    assert "no word from the supervisor of ps 0" in err, err
+    assert "ps 0 (rank 0, node1) was lost (no word from its supervisor" in err, err
     # the stopped supervisor's command dies with it (SIGKILL, parent-death signal): wait for that
     end = time.monotonic() + 10
     while leftovers(marker) and time.monotonic() < end:

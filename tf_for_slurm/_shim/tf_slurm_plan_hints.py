@@ -14,6 +14,9 @@ to TensorFlow as it was.  What happens without them (measured under `tf-slurm lo
 - A TF1 ps/worker script under --ps 0: replica_device_setter places nothing, each worker keeps its
   own variables, the chief trains alone and the other workers wait for its model until the drain
   ends them (status 0, silently wrong).  The chief prints the line and exits 1.
+
+Each line has the form of a fix line, `tf-slurm: <what is wrong>; fix: <what to do>`
+(plan/failure_words.py's FIX_LINE): `tf-slurm status` and the step's end line show it.
 """
 
 import json
@@ -30,6 +33,7 @@ _MWMS = "tensorflow.python.distribute.collective_all_reduce_strategy"
 _SERVER = "tensorflow.python.training.server_lib"
 _DEVICE_SETTER = "tensorflow.python.training.device_setter"
 CHIEF_FIRST = 5.0  # s a non-chief task that found the same misfit waits for the chief to end the step
+PREFIX = "tf-slurm: "  # of a fix line (plan.failure_words.FIX_LINE); the shim cannot import tf_for_slurm
 
 
 def _stop(line, wait=0.0):
@@ -44,7 +48,7 @@ def _stop(line, wait=0.0):
         sys.stdout.flush()
     except Exception:
         pass
-    sys.stderr.write(f"tf_for_slurm: {line}\n")
+    sys.stderr.write(f"{PREFIX}{line}\n")
     sys.stderr.flush()
     os._exit(1)
 
@@ -61,23 +65,23 @@ def _cluster_tasks(tf_config):
 
 
 def mwms_line(num_ps):
-    default = " (the default)" if num_ps == 1 else ""
-    return (f"MultiWorkerMirroredStrategy cannot run with ps tasks: this step has {num_ps} ps{default}: "
-            "run with --ps 0 (TF_SLURM_PS=0, or NUM_PS=0 in the sbatch templates)")
+    default = ", the default" if num_ps == 1 else ""
+    return (f"MultiWorkerMirroredStrategy cannot run with ps tasks (this step has {num_ps} ps{default}); "
+            "fix: run with --ps 0 (TF_SLURM_PS=0, or NUM_PS=0 in the sbatch templates)")
 
 
 def join_line(role, index):
     if role == "chief":
-        return ("the chief called Server.join(), so no task coordinates and the step would never end: under "
-                "ParameterServerStrategy the chief is the coordinator and must train, not serve")
+        return ("the chief called Server.join(), so no task coordinates and the step would never end; fix: under "
+                "ParameterServerStrategy the chief is the coordinator: it must train, not serve")
     return (f"{role} {index} is this step's chief (the plan has no chief task) and called Server.join(), so no "
-            "task trains or coordinates and the step would never end: a ParameterServerStrategy script needs a chief: "
-            "run with --chief (TF_SLURM_CHIEF=1) or --tasks chief,ps,worker,...")
+            "task trains or coordinates and the step would never end (a ParameterServerStrategy script needs a chief); "
+            "fix: run with --chief (TF_SLURM_CHIEF=1) or --tasks chief,ps,worker,...")
 
 
 def no_ps_line():
     return ("replica_device_setter found no ps in this step, so every worker keeps its own variables and the "
-            "other workers wait forever for the chief's: a TF1 ps/worker script needs ps tasks: run with --ps N "
+            "other workers wait forever for the chief's (a TF1 ps/worker script needs ps tasks); fix: run with --ps N "
             "(N >= 1; TF_SLURM_PS=N)")
 
 

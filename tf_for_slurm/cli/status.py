@@ -1,8 +1,9 @@
 """`tf-slurm status JOB`: one table of every task (role, node, state, exit status) plus Slurm's view.
 
 Reads the job folder (host/job_folder.py): `status.json`, written by exec's hub while the step
-runs and once more at its end, and `batch.json`, written by batch-step; asks Slurm
-(`scontrol show job`) for the job's own state.  Works during the job and after it.
+runs and once more at its end, `batch.json`, written by batch-step, and the end of the first failing
+task's log (what it said: its fix line or error); asks Slurm (`scontrol show job`) for the job's
+own state, and says why a pending job waits (plan/slurm_reasons.py).  Works during the job and after it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings
 from tf_for_slurm.host.scontrol import show_job
-from tf_for_slurm.plan.step_status import name, task_rows
+from tf_for_slurm.plan.failure_words import log_explains
+from tf_for_slurm.plan.slurm_reasons import reason_text
+from tf_for_slurm.plan.step_status import failure_text, task_rows
 from tf_for_slurm.supervise.batch_step import read_checkpoint_step
 
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
@@ -54,6 +57,12 @@ def gather(folder: str, job_id: Optional[str], lookup: Callable[[str], Optional[
     if step is not None:  # rows as dicts for people and scripts (the file keeps them compact)
         step["tasks"] = task_rows(step)
         step.pop("columns", None)
+        failure = step.get("first_failure")
+        if failure and log_explains(failure["status"]):
+            log = job_folder.task_log(folder, failure["rank"])
+            failure["log"] = log if os.path.isfile(log) else None
+            if failure.get("detail") is None:  # the hub read nothing, or did not live to (srun killed it)
+                failure["detail"] = job_folder.failure_detail(folder, failure["rank"])
     batch = job_folder.read_json(os.path.join(folder, job_folder.BATCH))
     if batch is not None and batch.get("checkpoint_dir"):
         batch["checkpoint_now"] = checkpoint(batch["checkpoint_dir"])
@@ -72,9 +81,7 @@ def render(view: Mapping[str, Any], now: float) -> str:
     slurm, step, batch = view.get("slurm"), view.get("step"), view.get("batch")
     job = view.get("job") or "?"
     if slurm:
-        lines.append(f"job {job}: {slurm.get('JobState', '?')} on {slurm.get('NodeList', '?')}, run time "
-                     f"{slurm.get('RunTime', '?')} of {slurm.get('TimeLimit', '?')}, requeued "
-                     f"{slurm.get('Restarts', '0')} time(s)" + _reason(slurm))
+        lines.append(job_line(str(job), slurm))
     else:
         lines.append(f"job {job}: Slurm does not know it (ended a while ago, or not a Slurm job)")
     if batch:
@@ -99,7 +106,10 @@ def render(view: Mapping[str, Any], now: float) -> str:
     lines.append(head)
     failure = step.get("first_failure")
     if failure:
-        lines.append(f"first failure: {name(failure)}: {failure['reason']}")
+        text = failure_text(failure)
+        if not failure.get("detail") and failure.get("log"):  # it said nothing we know: where to look
+            text += f" (its log: tf-slurm logs {job} --task {failure['rank']})"
+        lines.append(f"first failure: {text}")
     rows = []
     for t in step["tasks"]:
         status = t.get("status")
@@ -111,9 +121,18 @@ def render(view: Mapping[str, Any], now: float) -> str:
     return "\n".join(lines)
 
 
-def _reason(slurm: Mapping[str, str]) -> str:
-    reason = slurm.get("Reason", "None")
-    return "" if reason in ("None", "") else f" ({reason})"
+def job_line(job: str, slurm: Mapping[str, str]) -> str:
+    """Slurm's view in one line: the state, the nodes (when it has some), the times, and why it waits
+    or ended, in words with Slurm's code ('job 7: PENDING: waiting for its turn: ... (Priority); ...')."""
+    state, nodes = slurm.get("JobState", "?"), slurm.get("NodeList", "")
+    why = reason_text(slurm.get("Reason"), job)
+    requeued = f"requeued {slurm.get('Restarts', '0')} time(s)"
+    if state == "PENDING":  # no nodes, no run time yet: why it waits comes first
+        return f"job {job}: PENDING" + (f": {why}" if why else "") + \
+            f"; time limit {slurm.get('TimeLimit', '?')}, {requeued}"
+    where = f" on {nodes}" if nodes and nodes not in ("(null)", "None assigned") else ""
+    return (f"job {job}: {state}{where}, run time {slurm.get('RunTime', '?')} of {slurm.get('TimeLimit', '?')}, "
+            f"{requeued}" + (f"; {why}" if why else ""))
 
 
 def locate(job: str, root: Optional[str], lookup: Callable[[str], Optional[Dict[str, str]]]) -> tuple:

@@ -3,6 +3,7 @@
 One folder per job, `<jobs root>/<job id>/` (submitit's layout): `job.sh`, the batch log, one log
 per task, `status.json` (exec's hub, the step's state) and `batch.json` (batch-step, the run and
 its checkpoint).  Every file name lives here, so the writers and `tf-slurm status`/`logs` agree.
+The end of a task's log is read here too (`failure_detail`: what the first failing task said).
 
 Permissions: the folder is made 0700 and its files 0600 (as submitit does): it holds the job's
 script, logs and state, private to the job's owner; a user who wants to share it can chmod it.
@@ -12,11 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from tf_for_slurm.errors import UsageError
 from tf_for_slurm.host import settings
+from tf_for_slurm.plan.failure_words import why_from_log
 
 STATUS = "status.json"
 BATCH = "batch.json"
@@ -24,6 +27,7 @@ SCRIPT = "job.sh"
 BATCH_LOG = "job.out"
 TASK_LOG = "task-{rank}.out"  # srun --output pattern: task-%t.out
 TASK_LOG_PATTERN = "task-%t.out"
+TAIL_BYTES = 64 * 1024  # of a task's log read for why it failed: its last lines, never a whole log
 
 
 def jobs_root(env: Optional[Mapping[str, str]] = None, given: Optional[str] = None) -> str:
@@ -99,3 +103,38 @@ def read_json(path: str) -> Optional[Dict[str, Any]]:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def task_log(folder: str, rank: int) -> str:
+    """The log of the task of `rank` in the job folder (srun's --output=task-%t.out)."""
+    return os.path.join(folder, TASK_LOG.format(rank=int(rank)))
+
+
+def read_tail(path: str, limit: int = TAIL_BYTES) -> Optional[str]:
+    """The last `limit` bytes of `path` as text, from its first whole line; None when it is not a
+    regular file that opens without following a symlink (O_NONBLOCK: a FIFO put there cannot block)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        start = max(0, st.st_size - limit)
+        data = os.pread(fd, limit, start)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if start > 0:  # the first line is cut: drop it
+        data = data[data.find(b"\n") + 1:]
+    return data.decode("utf-8", "replace")
+
+
+def failure_detail(folder: str, rank: int) -> Optional[str]:
+    """What the task of `rank` said about its failure, from the end of its log in the job folder
+    (plan.failure_words.why_from_log: its fix line, else its error); None when it said nothing we
+    recognise or has no log there."""
+    text = read_tail(task_log(folder, rank))
+    return None if text is None else why_from_log(text)

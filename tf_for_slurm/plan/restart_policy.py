@@ -107,7 +107,8 @@ def _why_status(status: int) -> str:
 
 def decide(policy: RestartPolicy, *, name: str, strategy: str, role: str, is_chief: bool, status: int,
            step_restarts: int, task_restarts: int, since_restart: Optional[float]) -> Decision:
-    """Restart the task `name` whose command exited with non-zero `status`, or not (with one line).
+    """Restart the task `name` whose command exited with non-zero `status`, or not (with one line: for a
+    restart, the log's line; else why not, in plain words and without the task's name).
 
     step_restarts: restarts decided in the step so far; task_restarts: of this task;
     since_restart: seconds since this task's command ran again after its last restart (None: never
@@ -118,14 +119,13 @@ def decide(policy: RestartPolicy, *, name: str, strategy: str, role: str, is_chi
     if scope is None:
         return Decision(False, why)
     if not retryable(status, policy.retry_on):
-        return Decision(False, f"status {status} is not retried (restart on {policy.retry_on}: "
-                               "killed by a signal, status 128-255)")
+        return Decision(False, f"exit {status} is the program's own error, and only a task killed by a signal "
+                               "(exit 128-255) is restarted")
     if since_restart is not None and since_restart < policy.crash_window:
-        return Decision(False, f"crash loop: {name} failed again {since_restart:.1f} s after restart {task_restarts} "
-                               f"({_why_status(status)}, within the crash window of {policy.crash_window:g} s)",
-                        crash_loop=True)
+        return Decision(False, f"it failed again {since_restart:.1f} s after restart {task_restarts}, within "
+                               f"{policy.crash_window:g} s: a crash loop", crash_loop=True)
     if task_restarts >= policy.max_per_task:
-        return Decision(False, f"{name} was restarted {task_restarts} times already (at most {policy.max_per_task} "
+        return Decision(False, f"it was restarted {task_restarts} times already (at most {policy.max_per_task} "
                                "per task)")
     if step_restarts >= policy.max_restarts:
         return Decision(False, f"the step's {policy.max_restarts} restarts are spent (max restarts "

@@ -43,11 +43,12 @@ def _status_of(watch: StepWatch, rank: int) -> Optional[int]:
 
 
 def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: str, step: str,
-             mono: float, wall: float, over: bool = False) -> Dict[str, Any]:
+             mono: float, wall: float, over: bool = False, detail: Optional[str] = None) -> Dict[str, Any]:
     """The step as a JSON-ready dict (`tasks`: anything with rank, role, index, node).
 
     mono/wall: the same instant on the hub's monotonic clock and on the wall clock; over: the hub
-    is exiting (every task's state is final)."""
+    is exiting (every task's state is final); detail: the first failing task's own words, from its
+    log (plan.failure_words.why_from_log), when known."""
     def at(t: Optional[float]) -> Optional[float]:
         return None if t is None else round(wall - (mono - t), 3)
 
@@ -77,8 +78,9 @@ def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: s
         "status": watch.status if watch.decided else None,
         "started_at": at(watch.start), "updated_at": round(wall, 3), "decided_at": at(watch.decided_at),
         "chief": roles.chief_rank,
-        "first_failure": None if failure is None else {**who(failure.rank), "status": failure.status,
-                                                       "reason": failure.reason},
+        "first_failure": None if failure is None else {
+            **who(failure.rank), "status": failure.status, "reason": f"{place(who(failure.rank))} {failure.reason}",
+            "note": failure.note or None, "detail": detail},
         "first_exit": None if first is None else {**who(first[0]), "status": first[1], "at": at(first[2])},
         "counts": counts, "columns": list(COLUMNS), "tasks": rows,
     }
@@ -95,17 +97,34 @@ def name(task: Mapping[str, Any]) -> str:
     return f"{task['role']} {task['index']} (rank {task['rank']}, {task['node']})"
 
 
+def place(task: Mapping[str, Any]) -> str:
+    """'worker 1 on node3': a task as a user names it (its role, index and node; the rank is the table's)."""
+    node = task.get("node")
+    return f"{task['role']} {task['index']}" + (f" on {node}" if node not in (None, "", "?") else "")
+
+
+def failure_text(failure: Mapping[str, Any]) -> str:
+    """The first failure in one line: what happened, the task's own words (its fix line or error,
+    'detail'), why it was not restarted ('note'): 'worker 0 on node2 failed (exit 1): <its fix line>'."""
+    text = str(failure["reason"])
+    if failure.get("detail"):
+        text += f": {failure['detail']}"
+    if failure.get("note"):
+        text += f"; {failure['note']}"
+    return text
+
+
 def summary_lines(status: Mapping[str, Any]) -> List[str]:
     """The step's end in a few lines for the job's log: what happened, who was first, who was ended."""
     started = status.get("started_at") or status["updated_at"]
     took = status["updated_at"] - started
     failure = status.get("first_failure")
     code = status.get("status")
-    why = failure["reason"] if failure else "training is over"
+    why = failure_text(failure) if failure else "training is over"
     lines = [f"step {status['job']}.{status['step']} ({status['strategy']}, {len(status['tasks'])} tasks) "
              f"ended with status {code if code is not None else '?'} after {took:.1f} s: {why}"]
     first = status.get("first_exit")
-    if first is not None:
+    if first is not None and (failure is None or first["rank"] != failure["rank"]):  # the failure is said once
         lines.append(f"first to end: {name(first)}, status {first['status']}, {first['at'] - started:.1f} s "
                      "after the start")
     rows = task_rows(status)

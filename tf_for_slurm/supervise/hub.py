@@ -16,8 +16,9 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
-from tf_for_slurm.host import settings
+from tf_for_slurm.host import job_folder, settings
 from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.plan.failure_words import log_explains, stop_words
 from tf_for_slurm.plan.restart_policy import RestartPolicy
 from tf_for_slurm.plan.step_status import snapshot, summary_lines
 from tf_for_slurm.plan.step_watch import Action, Regroup, Restart, StepWatch
@@ -188,15 +189,23 @@ class Hub:
         if watch.unsettled():
             log.warning("%d tasks had not confirmed their end: %s", len(watch.unsettled()),
                         ", ".join(self.names[r] for r in watch.unsettled()[:5]))
-        final = self._snapshot(watch, over=True)
+        final = self._snapshot(watch, over=True, detail=self._failure_detail(watch))
         self._write_status(watch, time.monotonic(), final)
         for line in summary_lines(final):
             summary.info("%s", line)
         return watch.status
 
-    def _snapshot(self, watch: StepWatch, over: bool = False) -> Dict[str, Any]:
+    def _failure_detail(self, watch: StepWatch) -> Optional[str]:
+        """What the first failing task said (its fix line or error), from its log in the job folder
+        when the step has one (`tf-slurm submit`, the templates); else None."""
+        failure, folder = watch.failure, settings.text(self.env, settings.JOB_DIR)
+        if failure is None or not folder or not log_explains(failure.status):
+            return None
+        return job_folder.failure_detail(folder, failure.rank)
+
+    def _snapshot(self, watch: StepWatch, over: bool = False, detail: Optional[str] = None) -> Dict[str, Any]:
         return snapshot(self.plan.tasks, watch, self.roles, job=self.plan.job_id, step=self.plan.step_id,
-                        mono=time.monotonic(), wall=time.time(), over=over)
+                        mono=time.monotonic(), wall=time.time(), over=over, detail=detail)
 
     def _write_status(self, watch: StepWatch, now: float, final: Optional[Dict[str, Any]] = None) -> None:
         if self.status is not None:
@@ -217,7 +226,7 @@ class Hub:
         """scancel, srun or Ctrl-C is stopping the step: no restart from now on; a restart of the
         chief's own command that was due is not made, and its failure stands."""
         self.stopping = True
-        watch.stop_restarts(f"signal {signo} reached the chief's supervisor")
+        watch.stop_restarts(stop_words(signo))
         if self.restart_at is not None or self.regroup is not None:
             self.restart_at = self.regroup = None
             cmd = self.command
@@ -330,8 +339,9 @@ class Hub:
 
     def _reason(self, status: int) -> str:
         """One line for the ended task's log: why the step ends (ASCII, no newline)."""
-        failure = self.watch.failure if self.watch is not None else None
-        text = failure.reason if failure is not None and status != 0 else "training is over"
+        watch = self.watch
+        text = watch.failure_line() if watch is not None and watch.failure is not None and status != 0 \
+            else "training is over"
         return text.encode("ascii", "replace").decode()[:200]
 
     def _apply(self, actions: List[Action]) -> None:
