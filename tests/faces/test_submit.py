@@ -1,5 +1,7 @@
 """`tf-slurm submit`: the script --dry-run prints (golden files), bad options (one line, exit 2),
-hostile values reaching the job literally, and sbatch's own errors passed on.
+hostile values reaching the job literally, sbatch's own errors passed on, what is caught before
+submitting (a misspelt script, a job its partition can never start, a python without tf_keras) and
+--parsable's stdout.
 
 Stand-ins on PATH play sbatch, scontrol, scancel and srun (they record what they were given); the
 real-Slurm runs are in tests/slurm/test_submit_slurm.py.
@@ -13,11 +15,13 @@ the diff.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from submit_cases import NODES, PARTITIONS
 
 from tf_for_slurm.host.batch_script import time_limit_seconds
 
@@ -33,13 +37,20 @@ cat > "$FAKE_DIR/sbatch.stdin"
 if [[ -n "${FAKE_SBATCH_FAIL:-}" ]]; then printf '%b' "$FAKE_SBATCH_FAIL" >&2; exit 1; fi
 echo "4242;cluster"
 """,
+    # `show partition|node` print $FAKE_PARTITIONS / $FAKE_NODES (files) when set, else fail as without slurmctld
     "scontrol": """#!/bin/bash
 printf '%s\\n' "$*" >> "$FAKE_DIR/scontrol.calls"
 if [[ "$1" == release ]]; then
     if [[ -n "${FAKE_RELEASE_FAIL:-}" ]]; then echo "scontrol: error: Access/permission denied" >&2; exit 1; fi
     exit 0
 fi
+if [[ "$1 $2" == "show partition" && -n "${FAKE_PARTITIONS:-}" ]]; then exec cat "$FAKE_PARTITIONS"; fi
+if [[ "$1 $2" == "show node" && -n "${FAKE_NODES:-}" ]]; then exec cat "$FAKE_NODES"; fi
 exit 1
+""",
+    # the command's `python` (whatever this machine's PATH holds): this test's interpreter
+    "python": f"""#!/bin/sh
+exec {shlex.quote(PY)} "$@"
 """,
     "scancel": """#!/bin/bash
 printf '%s\\n' "$*" >> "$FAKE_DIR/scancel.calls"
@@ -53,10 +64,12 @@ printf '%s' "$TF_SLURM_JOB_DIR" > "$FAKE_DIR/srun.job_dir"
 
 @pytest.fixture
 def fake(tmp_path):
-    """(environment with the stand-ins first on PATH and no TF_SLURM_/SLURM_ variables, record folder)."""
+    """(environment with the stand-ins first on PATH and no TF_SLURM_/SLURM_ variables, record folder);
+    the job's folder (tmp_path) holds the script the commands name, train.py."""
     bin_dir, rec = tmp_path / "bin", tmp_path / "rec"
     bin_dir.mkdir()
     rec.mkdir()
+    (tmp_path / "train.py").write_text("print('training')\n")
     for name, text in FAKES.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
@@ -184,7 +197,8 @@ def test_submit_holds_writes_the_folder_then_releases(tmp_path, fake):
     args = (rec / "sbatch.args").read_text().split("\0")[:-1]
     assert args[:2] == ["--parsable", "--hold"] and f"--output={tmp_path}/jobs/%j/job.out" in args, args
     assert (folder / "job.sh").read_text() == (rec / "sbatch.stdin").read_text()
-    assert (rec / "scontrol.calls").read_text() == "release 4242\n"
+    # asked for the partition before (this stand-in fails as without slurmctld: not checked), released after
+    assert (rec / "scontrol.calls").read_text() == "show partition -o\nrelease 4242\n"
     assert not (rec / "scancel.calls").exists()
 
 
@@ -198,7 +212,7 @@ def test_sbatch_error_is_passed_on_in_one_line(tmp_path, fake):
     assert res.stderr == ("tf-slurm submit: error: sbatch: error: invalid partition specified: nope | "
                           "sbatch: error: Batch job submission failed: Invalid partition name specified\n")
     assert list((tmp_path / "jobs").iterdir()) == []  # no job folder
-    assert not (rec / "scontrol.calls").exists()
+    assert "release" not in (rec / "scontrol.calls").read_text()
 
 
 @pytest.mark.timeout(120)
@@ -258,3 +272,106 @@ def test_hostile_values_reach_the_job_literally(tmp_path, fake):
     assert (rec / "srun.job_dir").read_text() == str(job_dir)
     assert (tmp_path / ckpt).is_dir()  # the checkpoint folder was made, under its literal name
     assert not marker.exists() and not (tmp_path / "MARK").exists()
+
+
+@pytest.mark.timeout(120)
+def test_parsable_prints_only_the_job_id(tmp_path, fake):
+    """`JOB=$(tf-slurm submit --parsable ...)` holds the job id, as with sbatch --parsable; the rest is on stderr."""
+    env, rec = fake
+    res = subprocess.run(["bash", "-c", 'JOB=$("$0" -m tf_for_slurm submit --parsable -N 3 --folder jobs -- python '
+                                        'train.py) && echo "job=$JOB"', PY], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout == "job=4242\n", (res.stdout, res.stderr)
+    lines = res.stderr.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["job folder", "plan", "see"], lines
+    assert "Submitted batch job" not in res.stderr
+    assert (tmp_path / "jobs" / "4242" / "job.sh").is_file()
+
+
+MWMS_FIT = """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(loss="mse")
+model.fit(dataset, epochs=3)
+"""
+
+
+@pytest.fixture
+def user_files(tmp_path, fake):
+    """As a newcomer's folder holds them: the MWMS script, a venv whose python has Keras 3 and no tf_keras
+    (a stand-in answering submit's probe), and what `scontrol show partition|node` says (3 nodes x 4 CPUs)."""
+    env, rec = fake
+    (tmp_path / "train_mwms.py").write_text(MWMS_FIT)
+    (tmp_path / "partitions").write_text(PARTITIONS)
+    (tmp_path / "nodes").write_text(NODES)
+    env = {**env, "FAKE_PARTITIONS": str(tmp_path / "partitions"), "FAKE_NODES": str(tmp_path / "nodes")}
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    probe = '{"have": {"tf_for_slurm": true, "tensorflow": true, "tf_keras": false, "keras": true}, ' \
+            '"tensorflow": "2.21.0", "keras": "3.15.1"}'
+    (venv / "python").write_text(f"#!/bin/sh\n[ \"$1\" = -c ] && echo '{probe}' && exit 0\n"
+                                 f"exec {shlex.quote(PY)} \"$@\"\n")
+    (venv / "python").chmod(0o755)
+    return env, rec, str(venv / "python")
+
+
+def _one_line(res, *needles):
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and res.stdout == "" and len(lines) == 1, (res.returncode, res.stdout, res.stderr)
+    assert lines[0].startswith("tf-slurm submit: error: "), lines
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+@pytest.mark.timeout(180)
+def test_what_is_caught_before_submitting(tmp_path, user_files):
+    """Each as a user types it: one line with the fix, exit 2, nothing submitted."""
+    env, rec, k3 = user_files
+    jobs = ["--folder", "jobs"]
+    _one_line(submit("-N", "3", "--ps", "0", *jobs, "--", "python", "trian_mwms.py", env=env, cwd=tmp_path),
+              f"command: 'trian_mwms.py' does not exist in {tmp_path} (the job's working directory)",
+              "did you mean 'train_mwms.py'?")
+    _one_line(submit("-N", "3", "--ps", "0", *jobs, "--", "pyhton", "train_mwms.py", env=env, cwd=tmp_path),
+              "command: 'pyhton' is not a program on PATH", "did you mean 'python'?")
+    _one_line(submit("-N", "5", "--ps", "0", *jobs, "--", "python", "train.py", env=env, cwd=tmp_path),
+              "-N/--nodes=5: expected at most 3: partition 'debug' has 3 node(s), so the job would pend forever")
+    _one_line(submit("-n", "13", "--ps", "0", *jobs, "--", "python", "train.py", env=env, cwd=tmp_path),
+              "partition 'debug' has 12 CPUs on 3 node(s)")
+    _one_line(submit("-N", "3", "--ps", "0", "--python", k3, *jobs, "--", k3, "train_mwms.py", env=env, cwd=tmp_path),
+              f"--python={k3!r}: tf_keras is not installed: Keras 3 `fit` fails under MultiWorkerMirroredStrategy",
+              f"fix: {k3} -m pip install --no-deps 'tf-keras~=2.21.0'")
+    system = tmp_path / "usr" / "python3"  # a python without tf_for_slurm (a stand-in answering the probe)
+    system.parent.mkdir()
+    system.write_text("#!/bin/sh\necho '{\"have\": {\"tf_for_slurm\": false}}'\n")
+    system.chmod(0o755)
+    _one_line(submit("-N", "3", "--python", str(system), *jobs, "--", "python", "train.py", env=env, cwd=tmp_path),
+              f"--python={str(system)!r}: expected a python that has tf_for_slurm (every task runs "
+              f"`{system} -m tf_for_slurm exec`)")
+    assert not (rec / "sbatch.args").exists() and not (tmp_path / "jobs").exists()
+    # the same job fits: submitted, scontrol asked for the partition and its nodes
+    res = submit("-N", "3", "--ps", "0", *jobs, "--", "python", "train.py", env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (rec / "scontrol.calls").read_text().splitlines()[-3:] == ["show partition -o", "show node -o",
+                                                                       "release 4242"]
+
+
+@pytest.mark.timeout(120)
+def test_no_checks_and_dry_run_submit_or_show_anyway(tmp_path, user_files):
+    env, rec, k3 = user_files
+    res = submit("-N", "5", "--dry-run", "--", "python", "trian_mwms.py", env=env, cwd=tmp_path)
+    assert res.returncode == 0 and "trian_mwms.py" in res.stdout, res.stderr  # --dry-run asks nothing
+    assert not (rec / "scontrol.calls").exists()
+    res = submit("-N", "5", "--no-checks", "--folder", "jobs", "--", "python", "trian_mwms.py", env=env, cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout.startswith("Submitted batch job 4242\n"), res.stderr
+    assert (rec / "scontrol.calls").read_text() == "release 4242\n"
+
+
+def test_help_says_the_ps_default_and_the_escape(cli_runs, fake):
+    env, _ = fake
+    res = cli_runs.run(["submit", "--help"], env)
+    text = " ".join(res.stdout.split())
+    assert "--ps N number of parameter servers: the first N tasks (default: TF_SLURM_PS, else 1; 0 for " \
+           "MultiWorkerMirroredStrategy, which has no ps)" in text, text
+    assert "--parsable print only the job id on stdout" in text and "--no-checks submit without the checks" in text

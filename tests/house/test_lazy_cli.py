@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SUBCOMMAND_MODULES = {f"tf_for_slurm.cli.{c.module}" for c in cli.COMMANDS}
 OTHERS_OF_EXEC = SUBCOMMAND_MODULES - {"tf_for_slurm.cli.exec_command"}
 # what only submit, status and logs use
-JOB_MODULES = {"tf_for_slurm.host.batch_script", "tf_for_slurm.host.sbatch", "tf_for_slurm.host.scontrol"}
+JOB_MODULES = {"tf_for_slurm.host.batch_script", "tf_for_slurm.host.sbatch", "tf_for_slurm.host.scontrol",
+               "tf_for_slurm.host.submit_checks", "tf_for_slurm.plan.submit_checks"}
 
 
 def _modules_after(code: str, env=None) -> set:

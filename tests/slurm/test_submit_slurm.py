@@ -108,3 +108,28 @@ def test_submitted_heterogeneous_job_completes(slurm_cluster, tmp_path):
     assert [(t["role"], t["node"], t["status"]) for t in step["tasks"]] == [
         ("ps", "node3", 0), ("worker", "node1", 0), ("worker", "node2", 0)], step
     assert re.search(r"^[0-2]: ", log, re.M), log[-3000:]  # srun -l: each line labelled with its rank
+
+
+@pytest.mark.timeout(120)
+def test_a_job_that_can_never_start_is_refused_and_parsable_prints_the_id(slurm_cluster, tmp_path):
+    """`submit -N 5` on the 3-node partition: exit 2, one line naming the partition's size, nothing queued;
+    `submit --parsable`: stdout is a job id Slurm knows (cancelled at once)."""
+    (tmp_path / "train.py").write_text("print('training')\n")
+    base = [PYTHON, "-m", "tf_for_slurm", "submit", "--python", PYTHON, "--folder", str(tmp_path / "jobs"), "--ps", "0"]
+    env = {"PYTHONPATH": str(REPO)}
+    res = slurm_cluster.run([*base, "-N", "5", "--", PYTHON, "train.py"], timeout=60, env=env, cwd=str(tmp_path))
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and res.stdout == "" and len(lines) == 1, (res.returncode, res.stdout, res.stderr)
+    assert "-N/--nodes=5: expected at most 3: partition 'debug' has 3 node(s)" in lines[0], lines
+    assert not (tmp_path / "jobs").exists()  # nothing submitted
+
+    res = slurm_cluster.run([*base, "--parsable", "-n", "1", "-t", "2", "--", PYTHON, "train.py"], timeout=60,
+                            env=env, cwd=str(tmp_path))
+    job = res.stdout.strip()
+    try:
+        assert res.returncode == 0 and re.fullmatch(r"\d+\n", res.stdout), (res.stdout, res.stderr)
+        assert slurm_cluster.show_job(job)["JobId"] == job
+        assert f"job folder: {tmp_path / 'jobs' / job} " in res.stderr and "Submitted" not in res.stderr
+    finally:
+        if job.isdigit():
+            slurm_cluster.run(["scancel", job], timeout=30)

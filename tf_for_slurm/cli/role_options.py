@@ -34,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, title: Optional[str] = Non
     g = parser.add_argument_group(title or TITLE)
     g.add_argument("--tasks", metavar="ROLES",
                    help="comma-separated roles, one per task, node by node, e.g. ps,worker,worker")
-    g.add_argument("--ps", type=ps_count, metavar="N", help="number of parameter servers: the first N tasks")
+    g.add_argument("--ps", type=ps_count, metavar="N",
+                   help=f"number of parameter servers: the first N tasks (default: {settings.PS}, else 1; "
+                        "0 for MultiWorkerMirroredStrategy, which has no ps)")
     if placement:
         g.add_argument("--placement", choices=["first", "per-node"], help="'per-node': one ps per node")
     g.add_argument("--chief", action="store_true", help="make the first worker an explicit chief")

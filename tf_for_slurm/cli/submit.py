@@ -1,7 +1,8 @@
 """`tf-slurm submit [OPTIONS] -- CMD ARGS`: write a batch script into a job folder and submit it.
 
 The options, their checks, the offline plan and the printing; the script is
-tf_for_slurm.host.batch_script's, the submission (held, folder, release) tf_for_slurm.host.sbatch's.
+tf_for_slurm.host.batch_script's, the submission (held, folder, release) tf_for_slurm.host.sbatch's,
+the checks made before submitting (--no-checks: none) tf_for_slurm.host.submit_checks's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 from tf_for_slurm.cli import het, role_options
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import UsageError, bad_value
-from tf_for_slurm.host import batch_script, job_folder, sbatch, settings
+from tf_for_slurm.host import batch_script, job_folder, sbatch, settings, submit_checks
 from tf_for_slurm.host.environment import roles_for
 from tf_for_slurm.plan.addresses import parse_policy
 from tf_for_slurm.plan.batch_settings import strict_int
@@ -24,6 +25,7 @@ from tf_for_slurm.plan.cluster import build_plan
 from tf_for_slurm.plan.hetjob import offline_het_step
 from tf_for_slurm.plan.step import format_tasks_per_node, offline_step
 from tf_for_slurm.plan.strategy import step_roles
+from tf_for_slurm.plan.submit_checks import ask_of
 from tf_for_slurm.plan.summary import roles_line
 
 
@@ -61,6 +63,13 @@ def _add_our_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", metavar="PATH", default=None,
                         help=f"the python that has tf_for_slurm on the nodes (default: this one, {sys.executable})")
     parser.add_argument("--dry-run", action="store_true", help="print the script and the plan; submit nothing")
+    parser.add_argument("--parsable", action="store_true",
+                        help="print only the job id on stdout, as sbatch --parsable does (JOB=$(tf-slurm submit "
+                             "--parsable ...)); the other lines go to stderr")
+    parser.add_argument("--no-checks", action="store_true",
+                        help="submit without the checks made before submitting: that the command's program and "
+                             "script exist, that the partition can ever run the job (scontrol), that the job's "
+                             "python has tf_for_slurm, and TensorFlow and tf_keras where the script needs them")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="what every task runs")
 
 
@@ -127,6 +136,8 @@ class Job(NamedTuple):
     chief_rank: int
     note: str  # how the layout shown was chosen
     summary: str  # plan.summary.roles_line: the roles, the chief, the strategy exec will infer
+    strategy: str  # the strategy the step ends as ('tf1', 'pss', 'mwms')
+    tasks_per_node: Tuple[Tuple[int, ...], ...]  # each component's, as laid out (for the checks)
 
 
 def build(args: argparse.Namespace) -> Job:
@@ -136,12 +147,7 @@ def build(args: argparse.Namespace) -> Job:
     if not command:
         raise UsageError(bad_value("command", command, "a command after '--', e.g. -- python train.py"))
     components = [args] + [_component(words, c + 1) for c, words in enumerate(segments)]
-    words_of, counts_of = [], []
-    for ns in components:
-        values = {named.dest: getattr(ns, named.dest) for named in batch_script.NAMED_OPTIONS}
-        words_of.append(batch_script.sbatch_words(values, exclusive=ns.exclusive, extra=ns.sbatch_arg))
-        counts_of.append(layout(_count(ns.nodes, "--nodes"), _count(ns.ntasks, "--ntasks"),
-                                _count(ns.ntasks_per_node, "--ntasks-per-node"))[0])
+    words_of, counts_of = _component_words(components)
     counts, note = layout(_count(args.nodes, "--nodes"), _count(args.ntasks, "--ntasks"),
                           _count(args.ntasks_per_node, "--ntasks-per-node"))
     tasks, ps, chief, strategy, source = _roles(args, env)
@@ -182,7 +188,19 @@ def build(args: argparse.Namespace) -> Job:
         address=address, target=strict_int(args.target, "--target", 1) if args.target is not None else None,
         checkpoint_dir=_path(args.checkpoint_dir, "--checkpoint-dir") if args.checkpoint_dir is not None else None,
         warn_margin=margin, max_requeues=requeues)
-    return Job(spec, plan, who.chief_rank, note, roles_line(plan.tasks, strategy, source))
+    return Job(spec, plan, who.chief_rank, note, roles_line(plan.tasks, strategy, source), who.strategy,
+               tuple(counts_of))
+
+
+def _component_words(components: Sequence[argparse.Namespace]) -> Tuple[List[Tuple[str, ...]], List[Tuple[int, ...]]]:
+    """Each component's sbatch words and tasks per node, checked."""
+    words_of, counts_of = [], []
+    for ns in components:
+        values = {named.dest: getattr(ns, named.dest) for named in batch_script.NAMED_OPTIONS}
+        words_of.append(batch_script.sbatch_words(values, exclusive=ns.exclusive, extra=ns.sbatch_arg))
+        counts_of.append(layout(_count(ns.nodes, "--nodes"), _count(ns.ntasks, "--ntasks"),
+                                _count(ns.ntasks_per_node, "--ntasks-per-node"))[0])
+    return words_of, counts_of
 
 
 def split_components(words: Sequence[str]) -> Tuple[List[str], List[List[str]]]:
@@ -228,8 +246,19 @@ def plan_text(job: Job) -> str:
     return "\n".join(("# " + line).rstrip() for line in lines)
 
 
+def check(job: Job) -> None:
+    """What can be told before submitting (host.submit_checks): one UsageError, with the fix."""
+    spec = job.spec
+    words = (spec.sbatch_args, *spec.more_components)
+    asks = [ask_of(w, counts, f"component {c}: " if c else "") for c, (w, counts)
+            in enumerate(zip(words, job.tasks_per_node))]
+    submit_checks.before_submit(spec.command, spec.python, spec.sbatch_args, asks, strategy=job.strategy,
+                                multi_task=len(job.plan.tasks) > 1, env=settings.environ())
+
+
 def main(args: argparse.Namespace) -> int:
-    """Submit the job (or, with --dry-run, print its script and plan); exit 2 on a bad option."""
+    """Submit the job (or, with --dry-run, print its script and plan); exit 2 on a bad option.
+    With --parsable, stdout gets the job id alone (the other lines go to stderr)."""
     job = build(args)
     spec = job.spec
     script = batch_script.script_text(spec)
@@ -237,13 +266,16 @@ def main(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(script + "\n" + plan_text(job))
         return 0
+    if not args.no_checks:
+        check(job)
     folder = sbatch.submit(options, script, spec.jobs_root)
     job_id = os.path.basename(folder)
-    print(f"Submitted batch job {job_id}")
+    out = sys.stderr if args.parsable else sys.stdout
+    print(job_id if args.parsable else f"Submitted batch job {job_id}", flush=True)
     print(f"job folder: {folder} ({job_folder.SCRIPT}; batch log {job_folder.BATCH_LOG}; one log per task "
-          f"{job_folder.TASK_LOG.format(rank='<rank>')})")
-    print("plan: " + job.summary)
+          f"{job_folder.TASK_LOG.format(rank='<rank>')})", file=out)
+    print("plan: " + job.summary, file=out)
     default_root = spec.jobs_root == os.path.abspath(job_folder.jobs_root())
     where = "" if default_root else f" --folder {shlex.quote(spec.jobs_root)}"
-    print(f"see: tf-slurm status {job_id}{where}   tf-slurm logs {job_id}{where} [--task RANK | --role ps]")
+    print(f"see: tf-slurm status {job_id}{where}   tf-slurm logs {job_id}{where} [--task RANK | --role ps]", file=out)
     return 0

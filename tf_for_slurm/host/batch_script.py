@@ -64,7 +64,7 @@ _KINDS = {
 }
 # sbatch options --sbatch-arg may not pass (getopt_long also takes a unique prefix: '--out' is --output)
 REFUSED = {
-    "--output": "the batch log is the job folder's", "--parsable": "submit reads sbatch's answer itself",
+    "--output": "the batch log is the job folder's", "--parsable": "use submit's own --parsable",
     "--wait": "submit returns at once; `tf-slurm status JOB --watch` follows the job",
     "--wrap": "the command goes after '--'", "--array": "one job folder per job: array jobs are not supported",
     "--test-only": "use --dry-run", "--nodes": "use -N/--nodes", "--ntasks": "use -n/--ntasks",

@@ -24,6 +24,7 @@ from tf_for_slurm.host.network import ensure_bindable
 from tf_for_slurm.host.step_secret import step_key
 from tf_for_slurm.host.stop_request import DEFAULT_HOLD, ENV_HOLD
 from tf_for_slurm.host.task_env import SHIM_DIR, task_env
+from tf_for_slurm.plan import keras as keras_rule
 from tf_for_slurm.plan.cluster import ClusterPlan
 from tf_for_slurm.plan.gpus import devices_for_task
 from tf_for_slurm.plan.restart_policy import RETRY_ON, RestartPolicy
@@ -57,18 +58,17 @@ def keras_variables(env: Mapping[str, str], multi_task: bool, strategy: str,
     """({'TF_USE_LEGACY_KERAS': '1'} or {}, (level, message) or None).
 
     Keras 3 `fit` does not run under MultiWorkerMirroredStrategy or ParameterServerStrategy
-    (keras-team/keras#20585, #18624); tf_keras does.  A user's explicit setting always wins.
+    (keras-team/keras#20585, #18624); tf_keras does.  A user's explicit setting always wins; the
+    rule is plan.keras's (submit refuses the same case before submitting).
     """
-    if not multi_task or env.get("TF_USE_LEGACY_KERAS") not in (None, ""):
+    if not multi_task or keras_rule.user_decides(env.get(keras_rule.LEGACY_KERAS)):
         return {}, None
     if has_tf_keras:
-        return {"TF_USE_LEGACY_KERAS": "1"}, (logging.INFO, "TF_USE_LEGACY_KERAS=1: tf.keras is tf_keras (Keras 2), "
-                                              "which supports Keras fit under distribution strategies; set "
-                                              "TF_USE_LEGACY_KERAS=0 to keep Keras 3")
-    if strategy in ("pss", "mwms"):
-        return {}, (logging.WARNING, "tf_keras is not installed: Keras 3 `fit` fails under "
-                                     "MultiWorkerMirroredStrategy/ParameterServerStrategy; fix: "
-                                     "pip install tf-keras (with tensorflow-cpu: pip install --no-deps tf-keras)")
+        return {keras_rule.LEGACY_KERAS: "1"}, (
+            logging.INFO, f"{keras_rule.LEGACY_KERAS}=1: tf.keras is tf_keras (Keras 2), which supports Keras "
+                          f"fit under distribution strategies; set {keras_rule.LEGACY_KERAS}=0 to keep Keras 3")
+    if keras_rule.lacks_tf_keras(strategy, multi_task, has_tf_keras):
+        return {}, (logging.WARNING, keras_rule.missing_tf_keras())
     return {}, None
 
 

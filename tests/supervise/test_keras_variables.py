@@ -1,0 +1,16 @@
+"""exec's Keras decision (task_exec.keras_variables) follows plan.keras, the rule submit checks with."""
+
+from __future__ import annotations
+
+import logging
+
+from tf_for_slurm.plan.keras import missing_tf_keras
+from tf_for_slurm.supervise.task_exec import keras_variables
+
+
+def test_exec_sets_legacy_keras_or_warns_with_the_shared_line():
+    assert keras_variables({}, True, "mwms", True)[0] == {"TF_USE_LEGACY_KERAS": "1"}
+    assert keras_variables({}, True, "pss", False) == ({}, (logging.WARNING, missing_tf_keras()))
+    assert keras_variables({}, True, "tf1", False) == ({}, None)
+    assert keras_variables({}, False, "mwms", False) == ({}, None)  # one task
+    assert keras_variables({"TF_USE_LEGACY_KERAS": "0"}, True, "mwms", True) == ({}, None)  # the user's choice
