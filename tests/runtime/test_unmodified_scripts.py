@@ -206,6 +206,9 @@ def test_under_srun_each_script_ends_0(slurm_cluster, tmp_path, case):
     assert rc == 0, out[-4000:]
     chief = {"tf1": "worker 1", "pss": "coordinator", "mwms": "worker 0", "eval": "chief 0"}[case]
     assert done_times(out, chief), out[-3000:]
+    # a good run prints no ERROR line, from us or from TensorFlow (its C++ log's E prefix), issue 25
+    errors = [line for line in out.splitlines() if re.search(r"(^|: )(E\d{4} \d|ERROR\b)", line)]
+    assert errors == [], "\n".join(errors[:10])
 
 
 @pytest.mark.slurm
