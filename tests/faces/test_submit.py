@@ -342,6 +342,9 @@ def test_what_is_caught_before_submitting(tmp_path, user_files):
     _one_line(submit("-N", "3", "--ps", "0", "--python", k3, *jobs, "--", k3, "train_mwms.py", env=env, cwd=tmp_path),
               f"--python={k3!r}: tf_keras is not installed: Keras 3 `fit` fails under MultiWorkerMirroredStrategy",
               f"fix: {k3} -m pip install --no-deps 'tf-keras~=2.21.0'")
+    _one_line(submit("-N", "3", *jobs, "--", "python", "train_mwms.py", env=env, cwd=tmp_path),  # --ps 1 by default
+              "train_mwms.py uses MultiWorkerMirroredStrategy, which cannot run with ps tasks (the plan has 1 ps, "
+              "the default); fix: --ps 0")
     system = tmp_path / "usr" / "python3"  # a python without tf_for_slurm (a stand-in answering the probe)
     system.parent.mkdir()
     system.write_text("#!/bin/sh\necho '{\"have\": {\"tf_for_slurm\": false}}'\n")

@@ -253,7 +253,8 @@ def check(job: Job) -> None:
     asks = [ask_of(w, counts, f"component {c}: " if c else "") for c, (w, counts)
             in enumerate(zip(words, job.tasks_per_node))]
     submit_checks.before_submit(spec.command, spec.python, spec.sbatch_args, asks, strategy=job.strategy,
-                                multi_task=len(job.plan.tasks) > 1, env=settings.environ())
+                                multi_task=len(job.plan.tasks) > 1, env=settings.environ(),
+                                roles=[t.role for t in job.plan.tasks])
 
 
 def main(args: argparse.Namespace) -> int:

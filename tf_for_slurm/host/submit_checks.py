@@ -33,6 +33,7 @@ from tf_for_slurm.plan.submit_checks import (
     node_records,
     option_value,
     partition_records,
+    plan_misfit,
     python_target,
 )
 
@@ -240,9 +241,13 @@ def _keras_major(seen: Mapping) -> Optional[int]:
 
 def before_submit(command: Sequence[str], job_python: str, sbatch_words: Sequence[str],
                   asks: Sequence[Tuple[Optional[str], Ask]], *, strategy: str, multi_task: bool,
-                  env: Mapping[str, str], cwd: Optional[str] = None) -> None:
-    """Every check, cheapest first: the command and its script, the pythons, the partitions."""
+                  env: Mapping[str, str], cwd: Optional[str] = None, roles: Sequence[str] = ()) -> None:
+    """Every check, cheapest first: the command and its script, the plan against the script (`roles`:
+    the plan's, in rank order), the pythons, the partitions."""
     workdir = job_directory(sbatch_words, cwd or os.getcwd())
     program = check_command(command, workdir, env)
+    misfit = plan_misfit(program.text, roles, program.script or command[0]) if program.python else None
+    if misfit is not None:
+        raise UsageError(f"{misfit} ({SKIP})")
     check_pythons(job_python, program, strategy, multi_task, workdir, env)
     check_partitions(asks, env)

@@ -5,7 +5,9 @@ one line (or None) out; host/submit_checks.py asks Slurm and the file system and
   exist" and for reading the script's text;
 - `closest_name`: the file a misspelt name most likely meant;
 - `never_starts`: a job that asks a partition for more nodes, CPUs or GPUs than it has (Slurm would
-  keep it pending forever, "PartitionNodeLimit" and the like), the message naming the partition's size.
+  keep it pending forever, "PartitionNodeLimit" and the like), the message naming the partition's size;
+- `plan_misfit`: a plan the script's own text says it cannot run (the same cases exec's shim stops at
+  run time, _shim/tf_slurm_plan_hints.py, told before the job waits in the queue).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import re
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from tf_for_slurm.plan.keras import script_strategy
 from tf_for_slurm.plan.memory import parse_scontrol_records
 
 _UNLIMITED = ("UNLIMITED", "INFINITE", "N/A", "(NULL)", "NONE", "")
@@ -180,3 +183,23 @@ def _gpus_never_fit(name: str, nodes: Sequence[Mapping[str, str]], ask: Ask) -> 
     kind = f"{gpu_type} GPUs" if gpu_type else "GPUs"
     return (f"{ask.label}--gpus-per-node={ask.gpus_per_node}: expected at most {most}: no node of partition "
             f"{name!r} has more than {most} {kind}, so the job would pend forever; {_FIX}")
+
+
+def plan_misfit(text: str, roles: Sequence[str], script: str) -> Optional[str]:
+    """The one line when the script's text names what the plan's roles cannot run: a
+    MultiWorkerMirroredStrategy with ps tasks, a ParameterServerStrategy without a chief task (its
+    coordinator), a TF1 replica_device_setter without ps; else None (a script that names no
+    strategy, or names both, is left to the run)."""
+    strategy = script_strategy(text)
+    both = "MultiWorkerMirroredStrategy" in text and "ParameterServerStrategy" in text
+    num_ps = sum(1 for r in roles if r == "ps")
+    if strategy == "mwms" and not both and num_ps:
+        return (f"{script} uses MultiWorkerMirroredStrategy, which cannot run with ps tasks (the plan has "
+                f"{num_ps} ps{', the default' if num_ps == 1 else ''}); fix: --ps 0")
+    if strategy == "pss" and not both and num_ps and "chief" not in roles:
+        return (f"{script} uses ParameterServerStrategy, whose coordinator is the chief task, and the plan has no "
+                "chief; fix: --chief (or --tasks chief,ps,worker,...)")
+    if strategy is None and "replica_device_setter" in text and not num_ps:
+        return (f"{script} places variables with replica_device_setter, which needs ps tasks, and the plan has "
+                "none; fix: --ps N (N >= 1)")
+    return None
