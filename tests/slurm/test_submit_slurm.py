@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,51 @@ def test_a_job_that_can_never_start_is_refused_and_parsable_prints_the_id(slurm_
     finally:
         if job.isdigit():
             slurm_cluster.run(["scancel", job], timeout=30)
+
+
+MWMS_FIT = REPO / "tests" / "unmodified" / "tf2_mwms_fit.py"
+
+
+@pytest.mark.tf
+@pytest.mark.timeout(240)
+def test_status_names_the_first_failure_with_the_tasks_own_fix(slurm_cluster, tmp_path):
+    """Issue 25, item 3, as a user meets it: an unmodified MWMS script submitted with the default 1 ps
+    (past the check that refuses it, --no-checks) fails; `tf-slurm status JOB` names the failing task
+    once, in plain words, with the fix the task printed; and a job that can never start (-N 5 on 3
+    nodes, also past the checks) says why in words."""
+    res = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "submit", "--python", PYTHON, "--folder",
+                             str(tmp_path / "jobs"), "--parsable", "--no-checks", "-N", "2", "-t", "3", "--",
+                             PYTHON, str(MWMS_FIT)], timeout=60, env={"PYTHONPATH": str(REPO)}, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip()
+    info = slurm_cluster.wait_job(job, timeout=180)
+    assert info["JobState"] == "FAILED", info
+    status = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "status", job, "--folder", str(tmp_path / "jobs")],
+                               timeout=60, cwd=str(tmp_path), env={"PYTHONPATH": str(REPO)})
+    assert status.returncode == 0, status.stderr
+    lines = [line for line in status.stdout.splitlines() if "MultiWorkerMirroredStrategy" in line]
+    assert len(lines) == 1, status.stdout
+    assert re.search(r"worker 0 on node\d failed \(exit 1\): MultiWorkerMirroredStrategy cannot run with ps tasks "
+                     r".*; fix: run with --ps 0", lines[0]), lines[0]
+    assert "not retried" not in status.stdout and "Traceback" not in status.stdout, status.stdout
+
+    pend = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "submit", "--python", PYTHON, "--folder",
+                              str(tmp_path / "jobs"), "--parsable", "--no-checks", "-N", "5", "--ps", "0", "-t", "5",
+                              "--", PYTHON, str(MWMS_FIT)], timeout=60, env={"PYTHONPATH": str(REPO)},
+                             cwd=str(tmp_path))
+    assert pend.returncode == 0, pend.stderr
+    pending = pend.stdout.strip()
+    try:
+        deadline = time.monotonic() + 60  # until Slurm's scheduler has looked at it and set a Reason
+        while True:
+            view = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "status", pending, "--folder",
+                                      str(tmp_path / "jobs")], timeout=60, cwd=str(tmp_path),
+                                     env={"PYTHONPATH": str(REPO)})
+            head = view.stdout.splitlines()[0] if view.stdout else view.stderr
+            if "PENDING: " in head or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert head.startswith(f"job {pending}: PENDING: ") and " on ," not in head, head
+        assert "(PartitionNodeLimit)" in head and "never start" in head, head
+    finally:
+        slurm_cluster.run(["scancel", pending], timeout=30)
