@@ -330,9 +330,13 @@ def test_async_run_checkpoints_reaches_accuracy_and_resumes(tmp_path, data_dir):
     assert any(f.startswith("events.out.tfevents") for f in os.listdir(model_dir))
 
     # the rerun resumes; SIGUSR1 to `tf-slurm local` (as Slurm's warning through the template, or a
-    # rehearsal by hand) stops it at the next step with a checkpoint, and every task exits 0
+    # rehearsal by hand) stops it at the next step with a checkpoint, and every task exits 0.
+    # --eval_every 10: the chief's first held-out line comes at the first multiple of 10 past the
+    # restored step (never at once: ValidationHook), so the chief has trained on when it is sent
+    # (its "global_step/sec" line comes only after 200 steps)
     cmd = [sys.executable, "-m", "tf_for_slurm", "local", "-n", "3", "--ps", "1", "--", sys.executable,
-           os.path.join(EXAMPLE, "LaunchTFServerWithHooks.py"), *common, "--Iterations", "100000"]
+           os.path.join(EXAMPLE, "LaunchTFServerWithHooks.py"), *common, "--Iterations", "100000",
+           "--eval_every", "10"]
     env = {**_env(), **SERVERS_END_BY_THEMSELVES, "TF_SLURM_BASE_PORT": str(free_base_port(3))}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -366,12 +370,12 @@ def test_sync_run_exits_cleanly(tmp_path, data_dir):
     model_dir = str(tmp_path / "sync")
     r = _local(3, ["--ps", "1"], "LaunchTFServerWithHooks.py",
                ["--data_dir", data_dir, "--model_dir", model_dir, "--ps", "1", "--workers", "2",
-                "--Iterations", "60", "--eval_every", "0", "--sync"], timeout=180)
+                "--Iterations", "20", "--eval_every", "0", "--sync"], timeout=180)
     assert r.returncode == 0, r.stdout[-4000:]
     assert "exiting cleanly (status 0)" in r.stdout
     m = _metrics(model_dir)
     # one global step per round of both workers: the step count is exact in sync mode
-    assert m["mode"] == "sync" and m["global_step"] == 60, m
+    assert m["mode"] == "sync" and m["global_step"] == 20, m
 
 
 @pytest.mark.tf
@@ -382,6 +386,10 @@ def test_ps_exits_nonzero_when_a_worker_dies(tmp_path, data_dir):
 
     layout, env = make_layout(3), _env()
     env["TF_SLURM_BASE_PORT"] = str(free_base_port(3))
+    # the ps keeps serving on SIGTERM until every worker reported (worker 1 never will): the
+    # supervisor's SIGKILL ends it, after TF_SLURM_KILL_GRACE (3 s by default; its value is not what
+    # this test is about)
+    env["TF_SLURM_KILL_GRACE"] = "1"
     model_dir = str(tmp_path / "run")
     args = ["--data_dir", data_dir, "--model_dir", model_dir, "--ps", "1", "--workers", "2",
             "--Iterations", "100000", "--eval_every", "50"]

@@ -100,7 +100,7 @@ def test_worker_raising_ends_the_step_within_5s(run_cluster, run):
 @pytest.mark.timeout(REPEAT * 200)
 @pytest.mark.parametrize("run", range(REPEAT))
 def test_worker_exiting_0_before_its_server_does_not_fail_the_job(run_cluster, run):
-    grace = 4.0
+    grace = 2.0  # any value well under startup_grace (100 s) tells the two apart
     c = run_cluster(run, ["ps", "worker", "worker"], mode="exit0", steps=60,
                     extra=("--raise-rank", "2", "--late-start-grace", str(grace), "--startup-grace", "100"))
     rcs = c.wait_all(deadline_s=150)

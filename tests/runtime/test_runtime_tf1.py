@@ -371,10 +371,20 @@ from tf_for_slurm.plan import localhost_plan
 from tf_for_slurm.runtime import device_filters, report_done, start_server
 plan = localhost_plan(["ps", "worker", "worker"], {ports}, {rank})
 server = start_server(plan)  # a worker reports through its own server, as launch() does
+print("UP", flush=True)
+sys.stdin.readline()  # the test says when to report
 for _ in range({times}):
     assert report_done(server.target, 1, 2, {rank} - 1, device_filters=device_filters(plan), timeout_s=20)
     print("REPORTED", time.time(), flush=True)
 """
+
+
+def _reporter(ports, rank: int, times: int, log) -> subprocess.Popen:
+    """A worker that starts its server (TensorFlow's start-up: seconds), prints UP, then reports done
+    `times` times once a line comes on its stdin, printing REPORTED <time> after each report."""
+    return subprocess.Popen([sys.executable, "-c", REPORTER.format(root=str(ROOT), ports=ports, rank=rank,
+                                                                   times=times)],
+                            env=CHILD_ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
 
 
 def _ps_only(ports, grace, timeout):
@@ -397,29 +407,37 @@ def _wait_line(proc, prefix: str, deadline_s: float) -> str:
 
 @pytest.mark.tf
 @pytest.mark.timeout(300)
-def test_duplicate_reports_do_not_end_ps_early():
+def test_duplicate_reports_do_not_end_ps_early(tmp_path):
     """Worker 0 reporting twice must not count as two workers (the original's constant 1 did)."""
     ports = free_ports(3)
     ps = _ps_only(ports, grace=200, timeout=200)
+    # both workers start TensorFlow now, alongside the ps (seconds each); each reports only when told
+    logs = [open(tmp_path / f"worker{i}.log", "w") for i in range(2)]
+    twice, once = _reporter(ports, 1, 2, logs[0]), _reporter(ports, 2, 1, logs[1])
     try:
         _wait_line(ps, "READY", 150)
-        subprocess.run([sys.executable, "-c", REPORTER.format(root=str(ROOT), ports=ports, rank=1, times=2)],
-                       env=CHILD_ENV, check=True, timeout=150, capture_output=True)
+        _wait_line(twice, "UP", 150)
+        twice.communicate("\n", timeout=150)
+        assert twice.returncode == 0, (tmp_path / "worker0.log").read_text()[-3000:]
         # give a (buggy) ps a fair chance to exit on the duplicate: poll it for 3 s
         end = time.time() + 3.0
         while time.time() < end and ps.poll() is None:
             time.sleep(0.05)
         assert ps.poll() is None, "ps exited after a duplicate report"
-        rep = subprocess.run([sys.executable, "-c", REPORTER.format(root=str(ROOT), ports=ports, rank=2, times=1)],
-                             env=CHILD_ENV, check=True, timeout=150, capture_output=True, text=True)
-        t_report = float(rep.stdout.split()[-1])
+        _wait_line(once, "UP", 150)
+        out, _ = once.communicate("\n", timeout=150)
+        assert once.returncode == 0, (tmp_path / "worker1.log").read_text()[-3000:]
+        t_report = float(out.split()[-1])
         assert ps.wait(timeout=30) == 0
         t_exit = float(_wait_line(ps, "RC", 5).split()[2])  # stamped by the ps just before exiting
         assert t_exit - t_report <= 1.0, t_exit - t_report
     finally:
-        if ps.poll() is None:
-            ps.kill()
-        ps.wait(timeout=30)
+        for p in (ps, twice, once):
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=30)
+        for f in logs:
+            f.close()
 
 
 @pytest.mark.tf
