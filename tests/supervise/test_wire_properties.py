@@ -379,7 +379,7 @@ def test_spoke_unproven_hub_is_not_obeyed(pieces, close, restarts, sent):
         event(f"closed: {s.conn is None}")
         w = s.watch
         assert not s.verified and not s.joined and not w.lost
-        assert w.told is None and w.restart_at is None and w.regroup is None and not w.acked
+        assert w.told_status is None and w.restart_at is None and w.regroup is None and not w.acked
         assert s.heartbeat == Timing.from_env({}).heartbeat
         assert side.max_inbuf <= MAX_LINE + RECV
     finally:
@@ -396,9 +396,9 @@ def test_spoke_proven_hub_is_bounded(pieces, close, restarts, sent, join):
         before = time.monotonic()
         side.deliver(pieces, close)
         s = side.spoke
-        event(f"closed: {s.conn is None}; told: {s.watch.told is not None}; lost: {s.watch.lost}; "
+        event(f"closed: {s.conn is None}; told: {s.watch.told_status is not None}; lost: {s.watch.lost}; "
               f"restart: {s.watch.restart_at is not None}; regroup: {s.watch.regroup is not None}")
-        assert s.watch.told is None or 0 <= s.watch.told <= 255
+        assert s.watch.told_status is None or 0 <= s.watch.told_status <= 255
         assert s.watch.restart_at is None or s.watch.restart_at <= time.monotonic() + MAX_DELAY
         assert s.watch.regroup is None or 0 <= s.watch.regroup <= MAX_DELAY
         assert 0.05 <= s.heartbeat <= Timing.from_env({}).silence / 2

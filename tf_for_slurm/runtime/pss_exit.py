@@ -16,6 +16,7 @@ the functions that need it.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -214,7 +215,25 @@ def _enqueue_one(task: Task, value: int, timeout: float, results: dict) -> None:
         results[task.rank] = _one_line(exc)
 
 
-def _enqueue_all(plan: ClusterPlan, value: int, timeout: float) -> dict:
+def _exit_without_teardown_if_stuck(threads: list, status: int, wait: float) -> None:
+    """At the interpreter's exit, if an enqueue thread is still inside TensorFlow (a task that took
+    the connection and never answered, beyond the session's own timeout), end the process with
+    `status` without TensorFlow's teardown, which would abort it (SIGABRT, "FATAL: exception not
+    rethrown") after a training that succeeded. The wait for them first is bounded by `wait` s."""
+
+    def at_exit() -> None:
+        deadline = time.monotonic() + wait
+        for th in threads:
+            th.join(max(0.0, deadline - time.monotonic()))
+        if any(th.is_alive() for th in threads):
+            log.warning("enqueue threads still inside TensorFlow at exit: ending with status %d without "
+                        "TensorFlow's teardown (it would abort the process)", status)
+            exit_now(status)
+
+    atexit.register(at_exit)
+
+
+def _enqueue_all(plan: ClusterPlan, value: int, timeout: float, exit_status: Optional[int] = None) -> dict:
     """Enqueue `value` into every ps/worker task's queue, in parallel, within about `timeout` s.
 
     Threads, not a loop, so one unresponsive task costs `timeout` once, not once per task. We
@@ -235,6 +254,8 @@ def _enqueue_all(plan: ClusterPlan, value: int, timeout: float) -> dict:
     stuck = [th.name for th in threads if th.is_alive()]
     if stuck:
         log.warning("enqueue threads still blocked in TensorFlow after %.0f s: %s", 2 * timeout + 1.0, stuck)
+        if exit_status is not None:  # the coordinator's end: its process must still exit with it
+            _exit_without_teardown_if_stuck([th for th in threads if th.is_alive()], exit_status, timeout)
     return {f"{t.role}:{t.index}": results.get(t.rank, f"no answer within {timeout} s") for t in targets}
 
 
@@ -259,7 +280,7 @@ def shutdown_cluster(plan: Optional[ClusterPlan] = None, status: int = 0, timeou
         raise UsageError(bad_value("status", status, "an exit status int in [0, 255]"))
     plan = plan_or_env(plan, "pss")
     pss_coordinator(plan)
-    report = _enqueue_all(plan, status, timeout)
+    report = _enqueue_all(plan, status, timeout, exit_status=status)
     for name, outcome in report.items():
         if outcome == "ok":
             log.info("shutdown: %s told to exit with status %d", name, status)
