@@ -56,6 +56,7 @@ def test_exec_imports_no_other_subcommand():
     loaded = _modules_after(_MAIN.format(argv=["exec", "--ps", "0", "--", "true"]), step_env("localhost", "1"))
     assert "tf_for_slurm.cli.exec_command" in loaded and "tf_for_slurm.supervise.task_exec" in loaded
     assert not loaded & (OTHERS_OF_EXEC | JOB_MODULES), sorted(loaded & (OTHERS_OF_EXEC | JOB_MODULES))
+    assert "difflib" not in loaded  # the typo suggestions' only: imported on a usage error
 
 
 def test_tf_config_imports_no_supervisor():

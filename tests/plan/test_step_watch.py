@@ -434,11 +434,13 @@ def test_a_task_finishing_0_during_a_planned_stop_keeps_the_checkpointed_status(
     ("own exits 1", False, (1, 1)),  # the hub's own command: nobody else can say it first
     ("own exits 1", True, (1, 1)),
     ("spoke exits 3", False, None),  # the spoke recorded it itself before it told the hub
-    ("spoke exits 3", True, (2, 3)),  # restarts on: the spoke leaves it to the hub (3 itself is not retried)
+    ("spoke exits 3", True, None),  # restarts on, but 3 is not retried: the spoke recorded it (not twice)
+    ("spoke exits 137", True, (2, 137)),  # one a restart could undo: the spoke left it to the hub (budget spent)
     ("spoke lost", False, (2, LOST_STATUS)),  # its connection closed without a status: it cannot say
 ])
 def test_failure_to_record_names_the_first_failure_once(event, restarts, recorded):
-    w = watch("ps", "worker", "worker", local=1, policy=RestartPolicy(max_restarts=3 if restarts else 0))
+    w = watch("ps", "worker", "worker", local=1, policy=RestartPolicy(max_restarts=3 if restarts else 0),
+              role_of={0: "ps", 1: "worker", 2: "worker"})
     for rank in (0, 1, 2):
         w.join(rank, 1.0)
     assert w.failure_to_record() is None  # nothing failed yet; asking does not use the answer up
@@ -446,6 +448,9 @@ def test_failure_to_record_names_the_first_failure_once(event, restarts, recorde
         w.exit(1, 1, 2.0)
     elif event == "spoke exits 3":
         w.exit(2, 3, 2.0)
+    elif event == "spoke exits 137":
+        w.step_restarts = w.policy.max_restarts  # the step's budget is spent: no restart
+        w.exit(2, 137, 2.0)
     else:
         w.closed(2, 2.0)
     failure = w.failure_to_record()

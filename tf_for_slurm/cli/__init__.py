@@ -10,7 +10,6 @@ Every usage or plan error is one line on stderr and exit code 2, never a traceba
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import logging
 import re
@@ -31,6 +30,8 @@ def _report(prog: str, exc: TfSlurmError) -> int:
 
 def closest(word: str, known: Sequence[str]) -> Optional[str]:
     """The known word a typo most likely meant (difflib's ratio >= 0.6), or None."""
+    import difflib  # only on a usage error: not every task's start-up
+
     found = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
     return found[0] if found else None
 
@@ -50,6 +51,11 @@ def unknown_words_line(words: Sequence[str], options: Sequence[str]) -> str:
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors are one line and exit code 2, with the closest name for a typo."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._commands: Dict[str, "_Parser"] = {}  # the subcommands' parsers (set on the top one)
+        self._words: Sequence[str] = ()  # the command line, for a typo that left a required option missing
 
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse says "argument --ps: " before a type's message; ours name the option already ("--ps='x': ...")
@@ -77,9 +83,6 @@ class _Parser(argparse.ArgumentParser):
             where = chosen or self
             where.error(unknown_words_line(extras, list(where._option_string_actions)))
         return parsed
-
-    _commands: Dict[str, "_Parser"] = {}
-    _words: Sequence[str] = ()  # the command line, for a typo that left a required option missing
 
 
 def log_level(value: object, name: str) -> str:

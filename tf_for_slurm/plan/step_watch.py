@@ -32,7 +32,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tup
 
 from tf_for_slurm.plan.failure_words import exit_words
 from tf_for_slurm.plan.requeue import CHECKPOINTED_STATUSES, LOST_STATUS
-from tf_for_slurm.plan.restart_policy import Decision, RestartPolicy, decide, retryable
+from tf_for_slurm.plan.restart_policy import Decision, RestartPolicy, could_restart, decide, retryable
 from tf_for_slurm.plan.strategy import StepRoles
 
 __all__ = ["LOST_STATUS", "Action", "End", "Failure", "Regroup", "Restart", "StepWatch"]
@@ -130,12 +130,14 @@ class StepWatch:
         report's first line names the origin, so the first to know writes it, before anyone hears):
         the hub's own command's failure, a task lost (it cannot say), or one a spoke left to the hub
         because restarts were on.  A spoke whose failure will not be retried records its own
-        (plan.spoke_watch's NoteFailure) before it tells the hub."""
+        (plan.spoke_watch's NoteFailure) before it tells the hub: both sides ask could_restart."""
         failure = self.failure
         if failure is None or self._failure_recorded:
             return None
         self._failure_recorded = True
-        mine = failure.rank == self.local_rank or failure.rank not in self.exited or self.policy.enabled
+        mine = (failure.rank == self.local_rank or failure.rank not in self.exited
+                or could_restart(self.policy, self.roles.strategy, self.role_of.get(failure.rank, "?"), False,
+                                 failure.status))  # the spoke's own rule (supervise.spoke): it left this one to us
         return failure if mine else None
 
     @property
