@@ -1,5 +1,6 @@
 """Shared test set-up: the real local Slurm cluster fixture (tests/slurm_harness.py), the wheel of
-this tree, forked CLI runs (tests/cli_runs.py), the `install` and `hostile` markers' rule, and a bytecode cache."""
+this tree, forked CLI runs (tests/cli_runs.py), the `install` and `hostile` markers' rule, a bytecode
+cache, and side-by-side runs (pytest-xdist, `--dist loadgroup`: see `pytest_configure`)."""
 
 import os
 import sys
@@ -10,12 +11,32 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import netns  # noqa: E402  (tests/netns.py, found through the line above)
+
+
+def _private_cache() -> str:
+    """~/.cache/tf_for_slurm/pycache, made private (0700); a folder in /tmp others could fill is not."""
+    path = os.path.join(os.path.expanduser("~"), ".cache", "tf_for_slurm", "pycache")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+        if st.st_uid == os.getuid() and not st.st_mode & 0o022:
+            return path
+    except OSError:
+        pass
+    return tempfile.mkdtemp(prefix="tf_slurm_pycache.")
+
+
 # PYTHONDONTWRITEBYTECODE (this machine sets it) made pytest rewrite and compile every test module on
-# every run (~3 s of the fast subset): keep the checkout free of bytecode, as it intends, but cache
-# it in the temporary folder (Python and pytest check each cached file against its source).
+# every run (~3 s of the fast subset), and every `python -m tf_for_slurm` the tests start compile
+# the package again (~80 ms of CPU each, thousands of them): keep the checkout free of bytecode, as
+# it intends, but cache it in a private folder, for this process and the ones it starts (Python and
+# pytest check each cached file against its source).
 if sys.dont_write_bytecode:
-    sys.pycache_prefix = os.path.join(tempfile.gettempdir(), f"tf_slurm_pycache.{os.getuid()}")
+    sys.pycache_prefix = _private_cache()
     sys.dont_write_bytecode = False
+    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # `tf-slurm local` and `submit` make a job folder per job: the tests' go to a temporary folder,
 # never into the checkout (a test that needs its own sets TF_SLURM_JOBS_ROOT or --folder).
@@ -30,13 +51,70 @@ except ImportError:  # the harness module is optional for partial checkouts
 FULL_ONLY = ("install", "hostile")  # markers whose tests run only in the full command, or when -m names them
 
 
+# Tests that need the machine's own network: the local Slurm cluster listens there, pip reaches the index.
+HOST_NETWORK = ("slurm", "install")
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (scripts/test.sh runs one or two workers per core), each worker gets a network of its own
+    (tests/netns.py), so two tests at once never meet on a port."""
+    if hasattr(config, "workerinput"):
+        why = netns.make_own()
+        if why:
+            sys.stderr.write(f"conftest: WARNING: worker {config.workerinput['workerid']} shares the machine's "
+                             f"network ({why}): tests side by side may collide on ports\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """HOST_NETWORK tests (their fixtures too) run in the machine's network; the others in the worker's."""
+    host = any(item.get_closest_marker(m) is not None for m in HOST_NETWORK) and netns.enter_host()
+    try:
+        yield
+    finally:
+        if host:
+            netns.enter_own()
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_collection_modifyitems(config, items):
+    """Side by side (`--dist loadgroup`): the Slurm tests share one cluster, so they run one after
+    another, as one group, and first (the longest unit: mostly waiting on Slurm, it overlaps the
+    other worker's TensorFlow tests); a module whose tests share a module-scoped fixture is a group
+    (the fixture is built once); every other test goes wherever a worker is free. Marked before any
+    other implementation runs (a wrapper): xdist's turns the marks into node ids. Then the `install`
+    and `hostile` markers' rule."""
+    if hasattr(config, "workerinput"):  # a serial run keeps pytest's order
+        slurm = [item for item in items if item.get_closest_marker("slurm") is not None]
+        for item in items:
+            if item.get_closest_marker("slurm") is not None:
+                item.add_marker(pytest.mark.xdist_group("slurm"))
+            elif _shares_a_fixture(item):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        items[:] = slurm + [item for item in items if item.get_closest_marker("slurm") is None]
+    yield
+    _leave_full_only(config, items)
+
+
+def _shares_a_fixture(item) -> bool:
+    """Whether the test uses a fixture built once for its module or class."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(d.scope in ("module", "class", "package") for ds in defs.values() for d in ds)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true",
+                     help="part of the full test command: keep the `install` and `hostile` tests whatever -m says")
+
+
+def _leave_full_only(config, items):
     """`install` tests (a wheel built and installed into a fresh virtualenv: ~10 s) and `hostile`
     tests (an attacker run as another user, property tests of the supervision channel: ~1.5 min) run
-    in the full command (no -m) and when -m names them; a run that picks tests by marker without
-    naming them, such as the fast subset `-m "not slurm and not tf"`, leaves them out."""
+    in the full command (no -m, or --full: scripts/test.sh runs it in two parts) and when -m names
+    them; a run that picks tests by marker without naming them, such as the fast subset
+    `-m "not slurm and not tf and not mpi"`, leaves them out."""
     expr = config.getoption("markexpr") or ""
-    if not expr:
+    if not expr or config.getoption("full"):
         return
     skipped = [m for m in FULL_ONLY if m not in expr]
     if not skipped:

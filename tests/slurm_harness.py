@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import pytest
+from netns import host_network
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "local_slurm.sh"
@@ -188,4 +189,5 @@ def slurm_cluster():
         keep = os.environ.get("TF_SLURM_KEEP_CLUSTER", "") in ("1", "yes", "true")
         if marker.exists() and not keep and not _live_users(users):
             marker.unlink(missing_ok=True)
-            _script("down", timeout=120)
+            with host_network():  # the session's teardown may run in a later test's (tests/netns.py)
+                _script("down", timeout=120)

@@ -472,8 +472,12 @@ def test_launch_refuses_a_non_bool_stop_on_signal():
 def test_batch_step_sigterm_after_a_warning_is_passed_on_and_prevents_the_requeue(fake_slurm):
     tmp_path, env = fake_slurm
     (tmp_path / "started").unlink(missing_ok=True)
+    # The stand-in srun may write `started` before batch-step has seen it start: the signals then wait
+    # for the start grace (0 here) and the step must not end by itself meanwhile (FAKE_LOOPS=300: 30 s;
+    # with 4 s it reached its target first, under load, and ended 0 unsignalled)
     proc = subprocess.Popen([PY, "-m", "tf_for_slurm", "batch-step", "--target", "800", "--checkpoint-dir",
-                             str(tmp_path), "--warn-margin", "30", "--", "srun", "x"], env={**env, "FAKE_LEFT": "100"},
+                             str(tmp_path), "--warn-margin", "30", *GRACE_0, "--", "srun", "x"],
+                            env={**env, "FAKE_LEFT": "100", "FAKE_LOOPS": "300"},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 20
     while not (tmp_path / "started").exists():

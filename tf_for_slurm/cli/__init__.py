@@ -30,7 +30,7 @@ def _report(prog: str, exc: TfSlurmError) -> int:
 
 def closest(word: str, known: Sequence[str]) -> Optional[str]:
     """The known word a typo most likely meant (difflib's ratio >= 0.6), or None."""
-    import difflib  # only on a usage error: not every task's start-up
+    import difflib  # noqa: PLC0415 (lazy: only a usage error needs it, not every task's start-up)
 
     found = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
     return found[0] if found else None
