@@ -22,20 +22,9 @@ case ${OLD_TF_TESTS:-} in
   "") old_tf=$(( $# == 0 )) ;;
   *) echo "test.sh: OLD_TF_TESTS=$OLD_TF_TESTS: expected 0, 1 or all" >&2; exit 2 ;;
 esac
-# Side by side (pytest-xdist), each worker in a network of its own (tests/conftest.py): the tests
-# that are neither `tf` nor `slurm` mostly wait on the processes they start, so they run two per core
-# (at most 4): the fast subset's run, and the first part of the full command. TensorFlow tests and
-# Slurm tests keep a core busy each and bound how soon a step reacts (e.g. "ends within 5 s"): the
-# full command runs them after, one at a time, as does any run that picks them. TEST_WORKERS=N sets
-# the side-by-side count; 1 runs everything in this one process, in order.
-workers=$((2 * $(nproc)))
-((workers > 4)) && workers=4
-workers=${TEST_WORKERS:-$workers}
-if ! [[ $workers =~ ^[0-9]+$ ]] || ((workers < 1)); then
-  echo "test.sh: TEST_WORKERS=$workers: expected a number of workers >= 1" >&2; exit 2
-fi
-side=()
-((workers > 1)) && side=(-n "$workers" --dist loadgroup)
+# Side by side (pytest-xdist, each worker in a network of its own): setup.cfg's `-n auto` asks
+# tests/conftest.py (workers_for), which runs a `-m` that leaves out both `tf` and `slurm` tests two
+# per core (at most 4), and anything else one at a time. TEST_WORKERS=N sets the count (1: one process).
 # left out of the old-TF pass unless OLD_TF_TESTS=all (node-id prefixes; seconds with TF 2.15.1, 2 cores)
 old_tf_long=(
   tests/runtime/test_unmodified_scripts.py::test_a_killed_mwms_worker_restarts_the_group_and_fit_resumes  # 60
@@ -71,16 +60,12 @@ echo "test.sh: ruff, mypy, lint-imports" >&2
 "$venv/bin/lint-imports" --no-cache >/dev/null || "$venv/bin/lint-imports" --no-cache
 status=0
 if (($# == 0)); then  # the full command: side by side, then the `tf` and `slurm` tests one at a time
-  "$venv/bin/python" -m pytest -ra --full ${side[@]+"${side[@]}"} -m "not tf and not slurm" || status=$?
+  "$venv/bin/python" -m pytest -ra --full -m "not tf and not slurm" || status=$?
   one=0
   "$venv/bin/python" -m pytest -ra --full -m "tf or slurm" || one=$?
   if ((one > status)); then status=$one; fi
 else
-  case " $* " in
-    *"not tf"*"not slurm"* | *"not slurm"*"not tf"*) ;;  # no `tf` nor `slurm` test: side by side
-    *) side=() ;;
-  esac
-  "$venv/bin/python" -m pytest -ra ${side[@]+"${side[@]}"} "$@" || status=$?
+  "$venv/bin/python" -m pytest -ra "$@" || status=$?
 fi
 if ((old_tf)); then
   if [[ -x $old_venv/bin/python ]]; then

@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import netns  # noqa: E402  (tests/netns.py, found through the line above)
+from side_by_side import workers_for  # noqa: E402  (tests/side_by_side.py)
 
 
 def _private_cache() -> str:
@@ -55,8 +56,14 @@ FULL_ONLY = ("install", "hostile")  # markers whose tests run only in the full c
 HOST_NETWORK = ("slurm", "install")
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """setup.cfg's `-n auto` comes here (an explicit `-n N` does not): see workers_for."""
+    return workers_for(config.getoption("markexpr") or "", dict(os.environ), len(os.sched_getaffinity(0)))
+
+
 def pytest_configure(config):
-    """Under pytest-xdist (scripts/test.sh runs one or two workers per core), each worker gets a network of its own
+    """Under pytest-xdist (`workers_for`), each worker gets a network of its own
     (tests/netns.py), so two tests at once never meet on a port."""
     if hasattr(config, "workerinput"):
         why = netns.make_own()

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from side_by_side import workers_for
+
 TESTS = Path(__file__).resolve().parents[1]
 
 CONFTEST = f"""
@@ -96,3 +98,26 @@ def test_a_network_of_its_own_has_every_port_free_and_the_host_is_one_switch_awa
                 f"    print('back in its own')\n")
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and r.stdout.strip() == "back in its own", r.stderr
+
+
+@pytest.mark.parametrize("markexpr, env, cores, expected", [
+    ("not slurm and not tf and not mpi", {}, 2, 4),  # the fast subset: two per core
+    ("not tf and not slurm", {}, 1, 2),
+    ("not tf and not slurm", {}, 16, 4),  # at most 4
+    ("not tf and not slurm", {"TEST_WORKERS": "1"}, 2, 0),  # one process, in order
+    ("not tf and not slurm", {"TEST_WORKERS": "3"}, 2, 3),
+    ("tf or slurm", {}, 2, 0),  # TensorFlow and Slurm tests one at a time
+    ("tf and not slurm", {}, 2, 0),
+    ("not slurm", {}, 2, 0),  # may pick tf tests
+    ("nottf and not slurm", {}, 2, 0),  # words, not letters
+    ("", {}, 2, 0),  # the whole suite in one go
+    ("", {"TEST_WORKERS": "2"}, 2, 2),
+])
+def test_how_many_side_by_side(markexpr, env, cores, expected):
+    assert workers_for(markexpr, env, cores) == expected
+
+
+@pytest.mark.parametrize("bad", ["0", "two", "-1"])
+def test_a_bad_worker_count_is_a_usage_error_naming_it(bad):
+    with pytest.raises(pytest.UsageError, match="TEST_WORKERS"):
+        workers_for("", {"TEST_WORKERS": bad}, 2)
