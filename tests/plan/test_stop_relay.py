@@ -3,8 +3,8 @@ a moment due, the backstop), actions out (say, tell now or in T s, send, ask Slu
 
 import pytest
 
-from tf_for_slurm.plan.stop_relay import (AskTimes, Backstop, CheckLimit, Rearm, Say, Send, StopAsWarned, StopRelay,
-                                          Tell, clock_text)
+from tf_for_slurm.plan.stop_relay import (AskTimes, Backstop, CheckLimit, Deadline, DecideNow, Rearm, Say, Send,
+                                          StopAsWarned, StopRelay, Tell, clock_text)
 
 PID = 4242
 
@@ -12,8 +12,9 @@ PID = 4242
 def feed(events, margin=30, grace=10.0):
     """The relay after `events`, and every action they gave, in order.
 
-    ("signal", name, now[, sent_at]), ("times", start, end) answers the last AskTimes, ("started", now),
-    ("due", name, now, ended), ("backstop", start, end, now), ("fired", end, ended), ("limit", end, now_end, now).
+    ("signal", name, now[, sent_at]), ("times", start, end[, now]) answers the last AskTimes, ("started", now),
+    ("due", name, now, ended), ("backstop", start, end, now), ("fired", end, ended), ("limit", end, now_end, now),
+    ("deadline", now, ended).
     """
     relay, out, asked = StopRelay(margin, grace), [], None
     for kind, *args in events:
@@ -29,6 +30,8 @@ def feed(events, margin=30, grace=10.0):
             got = relay.backstop_times(*args)
         elif kind == "fired":
             got = relay.backstop_fired(*args)
+        elif kind == "deadline":
+            got = relay.deadline_came(*args)
         else:
             got = relay.limit_checked(*args)
         asked = next((a for a in got if isinstance(a, AskTimes)), asked)
@@ -104,6 +107,41 @@ TOLD = "passed SIG{} on to the step (srun pid %d)" % PID
 ])
 def test_events_in_actions_out(events, actions):
     assert feed(events)[1] == actions
+
+
+LATE = Say("the step has not ended 12 s after its tasks were told to stop, 3 s before the time limit: deciding now, "
+           "from the last checkpoint (at the limit Slurm ends the job TIMEOUT, never requeued)")
+WARNED = [("started", 0.0), ("signal", "USR1", 100.0), ("times", 0.0, 190.0)]
+
+
+@pytest.mark.parametrize("events,actions", [
+    # (each row: what its last event gives) a warning passed on: the step must have ended
+    # DECIDE_BEFORE_END (3 s) before the end
+    (WARNED + [("due", "USR1", 175.0, False)], [Say(TOLD.format("USR1")), Send("USR1"), Deadline(12.0)]),
+    (WARNED + [("due", "USR1", 175.0, False), ("deadline", 187.0, False)], [LATE, DecideNow()]),
+    (WARNED + [("due", "USR1", 175.0, False), ("deadline", 187.0, True)], []),  # it ended: nothing to decide now
+    (WARNED + [("due", "USR1", 188.0, False)], [Say(TOLD.format("USR1")), Send("USR1"), Deadline(0.0)]),  # late
+    # a SIGTERM after the warning: never requeued, nothing to decide early
+    (WARNED + [("due", "USR1", 175.0, False), ("signal", "TERM", 180.0), ("due", "TERM", 180.0, False),
+               ("deadline", 187.0, False)], []),
+    # the job's end known from the backstop: a USR2 passed on gets a deadline too
+    ([("started", 0.0), ("backstop", 0.0, 1000.0, 0.0), ("signal", "USR2", 500.0), ("due", "USR2", 500.0, False)],
+     [Say(TOLD.format("USR2")), Send("USR2"), Deadline(497.0)]),
+    # no end known (squeue said nothing): no deadline; SIGTERM: none either
+    ([("started", 0.0), ("signal", "USR2", 50.0), ("due", "USR2", 50.0, False)],
+     [Say(TOLD.format("USR2")), Send("USR2")]),
+    ([("started", 0.0), ("signal", "USR2", 50.0), ("due", "USR2", 50.0, False), ("deadline", 60.0, False)], []),
+])
+def test_a_step_told_to_stop_that_has_not_ended_near_the_limit_is_decided_without_it(events, actions):
+    """`actions`: what the last event gave."""
+    before = len(feed(events[:-1])[1])
+    assert feed(events)[1][before:] == actions
+
+
+def test_the_delay_counts_from_when_slurm_answered_not_from_the_warning():
+    """Reading the warning file and asking Slurm took 3 s: the stop is still due 30 s before the end."""
+    _, out = feed([("started", 0.0), ("signal", "USR1", 100.0), ("times", 0.0, 190.0, 103.0)])
+    assert out[-1] == Tell("USR1", 57.0), out
 
 
 def test_a_warning_the_shell_wrote_down_counts_from_when_it_was_written():

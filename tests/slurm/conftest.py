@@ -7,8 +7,8 @@ import pytest
 
 @pytest.fixture(scope="session")
 def one_minute_jobs(slurm_cluster, tmp_path_factory):
-    """The PreemptionCheckpointHandler job and the `tf-slurm submit -t 1` job, run together once
-    (tests/slurm/one_minute_jobs.py)."""
+    """The PreemptionCheckpointHandler job, the `tf-slurm submit -t 1` job and the never-stopping step
+    job, run together once (tests/slurm/one_minute_jobs.py)."""
     from one_minute_jobs import run_both
 
     return run_both(slurm_cluster, tmp_path_factory.mktemp("one_minute_jobs"))

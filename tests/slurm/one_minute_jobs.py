@@ -1,8 +1,9 @@
-"""Two 1-minute-limit jobs that must requeue to finish, submitted together and waited for together
+"""Three 1-minute-limit jobs that must requeue to finish, submitted together and waited for together
 (the `one_minute_jobs` fixture, tests/slurm/conftest.py), so the suite pays the longest of them, not
 the sum: TensorFlow's PreemptionCheckpointHandler through the generic template
-(test_preemption_slurm.py) and a `tf-slurm submit -t 1` job (test_submit_requeue_slurm.py).
-Together they are 5 tasks on the 3-node cluster (2 + 3 of its 12 CPUs).
+(test_preemption_slurm.py), a `tf-slurm submit -t 1` job (test_submit_requeue_slurm.py), and a
+batch-step job whose first step checkpoints but never stops (test_requeue_deadline_slurm.py).
+Together they are 6 tasks on the 3-node cluster (2 + 3 + 1 of its 12 CPUs).
 
 Each target is one no allocation can reach on a machine of any speed, by pacing (the examples'
 --min_step_seconds): see each test module's arithmetic.
@@ -60,16 +61,45 @@ def _submit(cluster, tmp: Path) -> Dict[str, object]:
     return {"job": m.group(1), "model": model, "folder": tmp / "jobs" / m.group(1), "stdout": res.stdout}
 
 
+# the first run's step checkpoints when told to stop, then runs on (a task that never stops); a
+# requeued run's reaches the target and ends
+HUNG_STEP = """#!/bin/bash
+if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then
+  echo 'model_checkpoint_path: "model.ckpt-10"' > "$1/checkpoint"; echo "run 2: at the target"; exit 0
+fi
+trap 'echo "model_checkpoint_path: \\"model.ckpt-5\\"" > "$1/checkpoint"; echo "told: checkpointed, running on"' USR1
+echo "run 1: never stops"
+while :; do sleep 0.5; done
+"""
+
+
+def _hung(cluster, tmp: Path) -> Dict[str, object]:
+    """sbatch -t 1 of `batch-step -- srun step` with no --signal (so the backstop stops it), no template."""
+    folder = tmp / "hung"
+    folder.mkdir()
+    (folder / "step.sh").write_text(HUNG_STEP)
+    (folder / "job.sh").write_text(
+        f"#!/bin/bash\nexec {PYTHON} -m tf_for_slurm batch-step --checkpoint-dir {folder} --target 10 "
+        f"--warn-margin 15 -- srun -n1 bash {folder / 'step.sh'} {folder}\n")
+    res = cluster.run(["sbatch", "--parsable", "--time=1", "--requeue", "--open-mode=append", "-n1",
+                       "-o", str(folder / "job.out"), str(folder / "job.sh")],
+                      timeout=60, env={"PYTHONPATH": str(REPO)}, cwd=str(folder))
+    assert res.returncode == 0, res.stderr
+    return {"job": res.stdout.strip().split(";")[0], "model": folder, "log": folder / "job.out"}
+
+
 def run_both(cluster, tmp: Path, timeout: float = 600) -> Dict[str, Dict[str, object]]:
-    """Submit both jobs, wait until both ended (each entry gains `info`: scontrol's view), and never
+    """Submit the jobs, wait until all ended (each entry gains `info`: scontrol's view), and never
     leave one requeueing itself under the next tests."""
     assert math.floor(ALLOCATION_S / PCH_STEP_S) + 1 < PCH_TARGET  # by construction, not this machine's speed
     assert SUBMIT_WORKERS * (math.floor(ALLOCATION_S / SUBMIT_STEP_S) + 1) < SUBMIT_TARGET
     jobs: Dict[str, Dict[str, object]] = {}
     deadline = time.monotonic() + timeout
     try:
-        jobs["pch"] = _pch(cluster, tmp)
-        jobs["submit"] = _submit(cluster, tmp)
+        if HAVE_MNIST:  # their tests skip without the digits
+            jobs["pch"] = _pch(cluster, tmp)
+            jobs["submit"] = _submit(cluster, tmp)
+        jobs["hung"] = _hung(cluster, tmp)
         for entry in jobs.values():
             entry["info"] = cluster.wait_job(str(entry["job"]), max(10.0, deadline - time.monotonic()))
     finally:

@@ -228,16 +228,24 @@ def test_early_warning_nobody_takes_is_delivered_as_without_us():
 # -- batch-step end to end, with stand-ins for srun / squeue / scontrol ---------------------------
 FAKE_SRUN = """#!/bin/bash
 # a step that trains until told to stop (or FAKE_LOOPS x 0.1 s): writes a checkpoint state at the step it reached
-# (and `told`: when it was told, epoch seconds)
+# (and `told`: when it was told, epoch seconds); FAKE_HANG=1: one that checkpoints but never ends (a task
+# that ignores the stop), until SIGTERM (`termed`) or the requeue (FAKE_SCONTROL kills it, as Slurm's does)
 trap 'date +%s.%N > "$FAKE_DIR/told"
-      echo "model_checkpoint_path: \\"model.ckpt-$FAKE_STEP\\"" > "$FAKE_DIR/checkpoint"; exit 0' USR1 USR2 TERM
+      echo "model_checkpoint_path: \\"model.ckpt-$FAKE_STEP\\"" > "$FAKE_DIR/checkpoint"
+      [ -n "$FAKE_HANG" ] || exit 0' USR1 USR2
+trap 'echo TERM > "$FAKE_DIR/termed"; date +%s.%N > "$FAKE_DIR/told"
+      echo "model_checkpoint_path: \\"model.ckpt-$FAKE_STEP\\"" > "$FAKE_DIR/checkpoint"; exit 0' TERM
+echo $$ > "$FAKE_DIR/srun.pid"
 echo started > "$FAKE_DIR/started"
 for i in $(seq 1 ${FAKE_LOOPS:-40}); do sleep 0.1; done
 echo "model_checkpoint_path: \\"model.ckpt-$FAKE_TARGET\\"" > "$FAKE_DIR/checkpoint"
 """
 # EndTime: FAKE_END (epoch seconds) when set, else FAKE_LEFT s after each call
 FAKE_SQUEUE = "#!/bin/bash\ndate -d @${FAKE_END:-$(( $(date +%s) + ${FAKE_LEFT:-100} ))} +%Y-%m-%dT%H:%M:%S\n"
-FAKE_SCONTROL = "#!/bin/bash\necho \"$@\" >> \"$FAKE_DIR/scontrol.args\"\nexit ${FAKE_SCONTROL_RC:-0}\n"
+# `scontrol requeue` ends the job's running step, as Slurm's does
+FAKE_SCONTROL = ("#!/bin/bash\necho \"$@\" >> \"$FAKE_DIR/scontrol.args\"\n"
+                 "[ \"$1\" = requeue ] && [ -z \"$FAKE_SCONTROL_RC\" ] && kill -KILL $(cat \"$FAKE_DIR/srun.pid\")\n"
+                 "exit ${FAKE_SCONTROL_RC:-0}\n")
 
 
 @pytest.fixture
@@ -315,6 +323,35 @@ def test_batch_step_stops_the_step_at_the_margin_when_no_warning_comes(fake_slur
     assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"], log
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("start_step, requeued", [(None, True), (300, False)])
+def test_batch_step_decides_before_the_limit_when_the_step_never_ends(fake_slurm, start_step, requeued):
+    # told at the margin, the step checkpoints but never ends (a slow checkpoint, a task that ignores the
+    # stop): waiting would let Slurm end the job TIMEOUT, never requeued; batch-step decides 3 s before the
+    # end instead: a requeue (which ends the step) after progress, else SIGTERM and the decision's status
+    tmp_path, env = fake_slurm
+    (tmp_path / "termed").unlink(missing_ok=True)
+    end = int(time.time()) + 14
+    t0 = time.time()
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_END": str(end), "FAKE_LOOPS": "600", "FAKE_HANG": "1"}, None,
+                          "--warn-margin", "8", start_step=start_step)
+    assert time.time() < end - 1, log  # decided before the limit, not at it
+    assert time.time() - t0 > 6, log  # not before the step was told and given its time
+    assert re.search(r"the step has not ended \d+ s after its tasks were told to stop, [34] s before the time limit: "
+                     r"deciding now, from the last checkpoint", log), log
+    assert "step still running" in log and "checkpoint at global step 300" in log, log
+    if requeued:
+        assert rc == 0, log
+        assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"], log
+        assert "requeued job 77" in log and "requeue 1 of at most 10" in log, log
+        assert not (tmp_path / "termed").exists(), log
+    else:
+        assert rc == EXIT_REQUEUE_LIMIT, log
+        assert "this run saved nothing past global step 300" in log and "requeued job" not in log, log
+        assert not (tmp_path / "scontrol.args").exists(), log
+        assert (tmp_path / "termed").exists(), log  # ended, not left to the limit
+
+
 def test_batch_step_backstop_waits_again_when_the_limit_was_raised(monkeypatch):
     # the timer fires at the old EndTime's margin; squeue now says later (scontrol update TimeLimit)
     from tf_for_slurm.supervise import batch_step
@@ -383,7 +420,10 @@ def test_batch_step_never_stops_a_step_during_its_start_up(fake_slurm):
     tmp_path, env = fake_slurm
     rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "3600", "FAKE_LOOPS": "600"}, signal.SIGUSR2,
                           "--warn-margin", "60", "--start-grace", "1")
-    assert rc == 0 and "passing it on to the step in 1 s, once its tasks have started" in log, log
+    # the USR2 the test sends once the stand-in runs can still reach batch-step before it recorded srun's
+    # start (then it is held as one due before the start): either way it waits the grace
+    assert rc == 0 and ("passing it on to the step in 1 s, once its tasks have started" in log
+                        or "the step just started: telling its tasks to stop in 1 s, once they can take it" in log), log
     # the grace counts from srun's start, just before the stand-in wrote `started` (and before the
     # test sent USR2): the stand-in is told about 1 s after `started`, never at once
     held = float((tmp_path / "told").read_text()) - (tmp_path / "started").stat().st_mtime

@@ -148,6 +148,9 @@ MARGIN_FRACTION = 0.25
 START_GRACE = 10.0
 #: the stop is never told later than this many seconds before the end (time to checkpoint)
 LAST_CHANCE = 5.0
+#: a step told to stop that is still running this many seconds before the end is decided without
+#: waiting for it: a requeue then still comes before Slurm's kill, which ends the job TIMEOUT, never requeued
+DECIDE_BEFORE_END = 3.0
 
 
 def effective_margin(margin: float, start_time: Optional[float], end_time: Optional[float]) -> float:

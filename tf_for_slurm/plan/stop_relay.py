@@ -17,7 +17,10 @@ Rules:
 - a signal due before srun started waits for the start, then `grace` s;
 - no warning by `margin` s before the end (the backstop): stop as if warned, unless the limit was
   raised meanwhile (then wait for the new end's margin);
-- a signal due after srun ended is dropped; one passed on is `told_time`.
+- a signal due after srun ended is dropped; one passed on is `told_time`;
+- a warning passed on whose step is still running DECIDE_BEFORE_END s before the end (a checkpoint
+  too slow, a task that never stops): decide now, from the last checkpoint; waiting longer would let
+  Slurm end the job TIMEOUT, which is never requeued.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Union
 
-from tf_for_slurm.plan.requeue import LAST_CHANCE, NOW_SIGNAL, START_GRACE, effective_margin, stop_delay
+from tf_for_slurm.plan.requeue import (
+    DECIDE_BEFORE_END,
+    LAST_CHANCE,
+    NOW_SIGNAL,
+    START_GRACE,
+    WARNING_SIGNALS,
+    effective_margin,
+    stop_delay,
+)
 
 #: the signals batch-step passes on to the step (and the only ones a line of its warning file may name)
 PASSED_ON = ("USR1", NOW_SIGNAL, "TERM")
@@ -56,7 +67,7 @@ class Send:
 
 @dataclass(frozen=True)
 class AskTimes:
-    """Ask Slurm for the job's start and end, then feed `warning_times(this, start, end)`."""
+    """Ask Slurm for the job's start and end, then feed `warning_times(this, start, end, now)`."""
 
     signal: str
     at: float
@@ -87,7 +98,19 @@ class StopAsWarned:
     """Feed `signal("USR1", now)`: no warning came by the margin."""
 
 
-Action = Union[Say, Tell, Send, AskTimes, Backstop, CheckLimit, Rearm, StopAsWarned]
+@dataclass(frozen=True)
+class Deadline:
+    """In `delay` s feed `deadline_came(now, ended)`: the step, told to stop, should have ended by then."""
+
+    delay: float
+
+
+@dataclass(frozen=True)
+class DecideNow:
+    """Stop waiting for the step: decide (requeue or not) from the checkpoint it left so far."""
+
+
+Action = Union[Say, Tell, Send, AskTimes, Backstop, CheckLimit, Rearm, StopAsWarned, Deadline, DecideNow]
 
 
 def clock_text(when: float) -> str:
@@ -105,7 +128,7 @@ class StopRelay:
         self.told_time: Optional[float] = None  # when it was passed on to the step
         self.started_at: Optional[float] = None  # when srun started
         self.pid: Optional[int] = None  # srun's
-        self.end_time: Optional[float] = None  # the job's EndTime, once a warning asked for it
+        self.end_time: Optional[float] = None  # the job's EndTime, once a warning or the backstop asked for it
         self.early: Optional[str] = None  # a signal due before srun started
 
     def signal_came(self, name: str, now: float, sent_at: Optional[float] = None) -> List[Action]:
@@ -126,11 +149,15 @@ class StopRelay:
                                                    if delay > 0 else "")), Tell(name, delay)]
         return said + [AskTimes(name, self.signal_time)]  # a warning: its moment depends on the job's end
 
-    def warning_times(self, asked: AskTimes, start: Optional[float], end: Optional[float]) -> List[Action]:
-        """The job's (StartTime, EndTime), each None when Slurm does not say, for the warning `asked`."""
+    def warning_times(self, asked: AskTimes, start: Optional[float], end: Optional[float],
+                      now: Optional[float] = None) -> List[Action]:
+        """The job's (StartTime, EndTime), each None when Slurm does not say, for the warning `asked`, as
+        they came at `now` (default: when the warning came): the delay counts from then, not from the
+        warning (reading the warning file and asking Slurm took time)."""
         self.end_time = end
         at, margin = asked.at, effective_margin(self.margin, start, end)
-        delay = stop_delay(at, end, self.margin, start_time=start, step_started=self.started_at, grace=self.grace)
+        delay = stop_delay(at if now is None else now, end, self.margin, start_time=start,
+                           step_started=self.started_at, grace=self.grace)
         left = f"{end - at:.0f} s before the time limit" if end else "time limit unknown"
         short = start is not None and end is not None and margin < self.margin
         shortened = f", a quarter of the job's {end - start:.0f} s limit" if short and start and end else ""
@@ -158,13 +185,25 @@ class StopRelay:
         if ended:
             return []
         self.told_time = now
-        return [Say(f"passed SIG{name} on to the step (srun pid {self.pid})"), Send(name)]
+        told: List[Action] = [Say(f"passed SIG{name} on to the step (srun pid {self.pid})"), Send(name)]
+        if name in WARNING_SIGNALS and self.end_time is not None:
+            told.append(Deadline(max(0.0, self.end_time - DECIDE_BEFORE_END - now)))
+        return told
+
+    def deadline_came(self, now: float, ended: bool) -> List[Action]:
+        """The `Deadline` of a warning passed on came; `ended`: srun has ended (nothing to do)."""
+        if ended or self.signal not in WARNING_SIGNALS or self.told_time is None or self.end_time is None:
+            return []
+        return [Say(f"the step has not ended {now - self.told_time:.0f} s after its tasks were told to stop, "
+                    f"{self.end_time - now:.0f} s before the time limit: deciding now, from the last checkpoint "
+                    "(at the limit Slurm ends the job TIMEOUT, never requeued)"), DecideNow()]
 
     def backstop_times(self, start: Optional[float], end: Optional[float], now: float) -> List[Action]:
         """The job's times as srun runs: when to stop the step if Slurm's warning never comes (it is lost
         when sent before the batch shell runs; a step nobody stops times out, and is never requeued)."""
         if end is None or self.started_at is None:
             return []
+        self.end_time = end
         return [Backstop(stop_delay(now, end, self.margin, start_time=start, step_started=self.started_at,
                                     grace=self.grace), end)]
 
@@ -181,5 +220,5 @@ class StopRelay:
                 StopAsWarned()]
 
 
-__all__ = ["PASSED_ON", "Action", "AskTimes", "Backstop", "CheckLimit", "Rearm", "Say", "Send", "StopAsWarned",
-           "StopRelay", "Tell", "clock_text"]
+__all__ = ["PASSED_ON", "Action", "AskTimes", "Backstop", "CheckLimit", "Deadline", "DecideNow", "Rearm", "Say",
+           "Send", "StopAsWarned", "StopRelay", "Tell", "clock_text"]

@@ -16,6 +16,8 @@ signals only that shell), Slurm's answers (`slurm_job`: squeue, scontrol), timer
   starts): the step is told all the same, --warn-margin s before EndTime, as if warned.
 - SIGUSR2 (`scancel --batch --signal=USR2`: stop, checkpoint and requeue now): passed on at once.
 - SIGTERM (scancel, preemption): passed on at once; no requeue follows.
+- A step told to stop that still runs DECIDE_BEFORE_END s before the end: decided without it (a
+  requeue ends it; else it gets SIGTERM), or Slurm would end the job TIMEOUT, never requeued.
 - When the step ended: `plan.requeue.decide` with the checkpoint's step; a requeue runs
   `scontrol requeue $SLURM_JOB_ID` (the job must be requeueable: `#SBATCH --requeue`).
 The printed lines say when each thing happened, so the delays can be read from the job's log.
@@ -41,6 +43,8 @@ from tf_for_slurm.plan.stop_relay import (
     AskTimes,
     Backstop,
     CheckLimit,
+    Deadline,
+    DecideNow,
     Rearm,
     Say,
     Send,
@@ -92,6 +96,7 @@ class _Step:
         self.job_id = job_id
         self.relay = StopRelay(warn_margin, start_grace)
         self.command = StepCommand()
+        self.decide_now = threading.Event()  # set by DecideNow: stop waiting for srun
 
     def start(self, command: List[str]) -> None:
         """Start srun (OSError when it cannot run)."""
@@ -112,6 +117,9 @@ class _Step:
 
     def _backstop(self, end: float) -> None:
         self._do(self.relay.backstop_fired(end, self.command.ended()))
+
+    def _deadline(self, _arg: object) -> None:
+        self._do(self.relay.deadline_came(time.time(), self.command.ended()))
 
     def _due(self, name: str) -> None:
         self._do(self.relay.due(name, time.time(), self.command.ended()))
@@ -138,7 +146,7 @@ class _Step:
             self.command.send(_signo(action.signal))
         elif isinstance(action, AskTimes):
             start, end = job_times(self.job_id)
-            self._do(self.relay.warning_times(action, start, end))
+            self._do(self.relay.warning_times(action, start, end, time.time()))
         elif isinstance(action, Backstop):
             if action.delay < threading.TIMEOUT_MAX:
                 self._timer(action.delay, self._backstop, action.end)
@@ -148,16 +156,22 @@ class _Step:
             self.arm_backstop()
         elif isinstance(action, StopAsWarned):
             self.handle(signal.SIGUSR1, None)
+        elif isinstance(action, Deadline):
+            self._timer(action.delay, self._deadline, None)
+        elif isinstance(action, DecideNow):
+            self.decide_now.set()
 
-    def wait(self, warn_file: Optional[str] = None) -> int:
-        """srun's status; meanwhile, every WARN_POLL s, a signal the batch shell wrote to `warn_file`."""
+    def wait(self, warn_file: Optional[str] = None) -> Optional[int]:
+        """srun's status, or None once DecideNow came first; meanwhile, every WARN_POLL s, a signal the
+        batch shell wrote to `warn_file`."""
         poller = WarnFile(warn_file) if warn_file else None
 
-        def look() -> None:
+        def look() -> bool:
             if poller is not None and not self.relay.signal:
                 got = poller.poll()
                 if got is not None:
                     self.handle(_signo(got[0]), None, got[1])
+            return self.decide_now.is_set()
 
         return self.command.wait(WARN_POLL, look)
 
@@ -175,8 +189,9 @@ class _Run:
     requeue: bool
 
 
-def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> int:
-    """srun from start to end with the signals handled; the status of its first failing task."""
+def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> Optional[int]:
+    """srun from start to end with the signals handled; the status of its first failing task, or None
+    when the decision could not wait for its end (DecideNow: srun still runs)."""
     for signo in _TAKEN:  # before srun starts: none is lost
         signal.signal(signo, step.handle)
     try:
@@ -185,6 +200,8 @@ def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> int:
         raise UsageError(bad_value("command", command[0], f"a program that runs ({exc.strerror})")) from None
     threads.start_daemon(step.arm_backstop, name="backstop")  # its squeue never delays reading the warn file
     rc = step.wait(warn_file)
+    if rc is None:
+        return None
     status = first_failure("".join(step.command.errors), rc)
     _result(f"job {step.job_id}: srun exit status {rc}")
     if rc != 0:
@@ -192,11 +209,14 @@ def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> int:
     return status
 
 
-def _conclude(run: _Run, relay: StopRelay, status: int, record: BatchRecord) -> int:
-    """Decide, record, requeue (or not); batch-step's exit status."""
+def _conclude(run: _Run, step: _Step, ended_with: Optional[int], record: BatchRecord) -> int:
+    """Decide, record, requeue (or not); batch-step's exit status.  `ended_with`: the step's status, None
+    while it still runs (DecideNow: decided as if it had ended 0, then a requeue ends it, else SIGTERM)."""
+    relay = step.relay
+    status = 0 if ended_with is None else ended_with
     ckpt = read_checkpoint_step(run.checkpoint_dir)
     since = f", {time.time() - relay.signal_time:.1f} s after the signal" if relay.signal_time else ""
-    _say(f"step ended with status {status}{since}; checkpoint at "
+    _say(f"step {'still running' if ended_with is None else f'ended with status {status}'}{since}; checkpoint at "
          f"{'global step %d' % ckpt if ckpt is not None else 'none'}")
     decision = decide(relay.signal, status, run.restarts, run.max_requeues, checkpoint_step=ckpt, target=run.target,
                       start_step=run.start_step, limit_name=settings.MAX_REQUEUES,
@@ -212,6 +232,8 @@ def _conclude(run: _Run, relay: StopRelay, status: int, record: BatchRecord) -> 
         _say(f"requeued job {run.job}{since}{told}: {decision.reason}")
         return 0
     _say(f"not requeued: {decision.reason}" if relay.signal or status else decision.reason)
+    if ended_with is None:
+        step.command.send(signal.SIGTERM)  # srun passes it on: its tasks end now, not killed at the limit
     return decision.exit_status if not (decision.requeue and not run.requeue) else 0
 
 
@@ -227,7 +249,7 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
     record = BatchRecord(job, restarts, max_requeues, target, checkpoint_dir, run.start_step, say=_say)
     step = _Step(job, warn_margin, start_grace)
     status = _run_srun(step, command, warn_file)
-    return _conclude(run, step.relay, status, record)
+    return _conclude(run, step, status, record)
 
 
 __all__ = ["job_times", "read_checkpoint_step", "read_warn_file", "run_step"]

@@ -55,16 +55,18 @@ class StepCommand:
         except ProcessLookupError:
             pass
 
-    def wait(self, every: float, meanwhile: Callable[[], None]) -> int:
+    def wait(self, every: float, meanwhile: Callable[[], bool]) -> Optional[int]:
         """Its exit status (a signal s: 128+s), calling `meanwhile` every `every` s until then (and, whichever
-        thread the kernel gave a signal to, its handler runs in the main thread within `every` s)."""
+        thread the kernel gave a signal to, its handler runs in the main thread within `every` s); None as
+        soon as `meanwhile` says to stop waiting (it still runs)."""
         assert self.proc is not None
         while True:
             try:
                 rc = self.proc.wait(timeout=every)
                 break
             except subprocess.TimeoutExpired:
-                meanwhile()
+                if meanwhile():
+                    return None
         if self._copier is not None:
             self._copier.join(timeout=10)
         return exit_status(rc)
