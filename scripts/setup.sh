@@ -39,45 +39,70 @@ if ((${#need_apt[@]})); then
   fi
 fi
 
-stamp=$venv/.tf_for_slurm-setup
 want=$(cat "$root/setup.cfg" "$root/pyproject.toml" "$root/scripts/setup.sh" | sha256sum | cut -c1-16)
-if [[ ! -x $venv/bin/python ]]; then
-  echo "setup: creating $venv" >&2
-  "$python" -m venv "$venv"
-fi
-if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-  echo "setup: installing tf_for_slurm[tf-cpu,mpi,test] into $venv (about a minute the first time)" >&2
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[tf-cpu,mpi,test]"
-  # tf_keras (Keras 2) for model.fit under TF2 strategies; --no-deps: it would pull the 2.2 GB
-  # `tensorflow` wheel on top of tensorflow-cpu
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps tf-keras==2.21.0
-  echo "$want" > "$stamp"
-fi
+
+main_venv() {
+  local stamp=$venv/.tf_for_slurm-setup
+  if [[ ! -x $venv/bin/python ]]; then
+    echo "setup: creating $venv" >&2
+    "$python" -m venv "$venv"
+  fi
+  if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+    echo "setup: installing tf_for_slurm[tf-cpu,mpi,test] into $venv (about a minute the first time)" >&2
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[tf-cpu,mpi,test]"
+    # tf_keras (Keras 2) for model.fit under TF2 strategies; --no-deps: it would pull the 2.2 GB
+    # `tensorflow` wheel on top of tensorflow-cpu
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps tf-keras==2.21.0
+    echo "$want" > "$stamp"
+  fi
+}
 
 # The oldest TensorFlow we support (README: "Versions tested"): TensorFlow 2.15.1 with tf-keras 2.15.1.
 old_tf_version=2.15.1
 old_venv=${OLD_TF_VENV:-$root/.venv-tf2.15}
 old_python=${OLD_TF_PYTHON:-$python}
-if ((old_tf)); then
-  old_stamp=$old_venv/.tf_for_slurm-setup
+
+old_tf_venv() {
+  local old_stamp=$old_venv/.tf_for_slurm-setup
   if ! "$old_python" -c 'import sys; sys.exit(not (3, 9) <= sys.version_info[:2] <= (3, 11))' 2>/dev/null; then
     echo "setup: WARNING: no TensorFlow $old_tf_version venv: $old_python is not Python 3.9-3.11 (its wheels'" \
          "range); set OLD_TF_PYTHON to one" >&2
-  else
-    if [[ ! -x $old_venv/bin/python ]]; then
-      echo "setup: creating $old_venv (TensorFlow $old_tf_version)" >&2
-      "$old_python" -m venv "$old_venv"
-      printf '*\n' > "$old_venv/.gitignore"  # a venv inside the checkout: git leaves it alone
-    fi
-    if [[ ! -f $old_stamp || $(cat "$old_stamp") != "$want" ]]; then
-      echo "setup: installing tf_for_slurm[test] and tensorflow-cpu==$old_tf_version into $old_venv" \
-           "(about a minute the first time)" >&2
-      # tensorflow-cpu 2.15.1 pins what it needs (numpy<2, protobuf<5, Keras 2.15): the resolver picks those
-      "$old_venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[test]" \
-        "tensorflow-cpu==$old_tf_version"
-      # --no-deps: tf-keras 2.15.1 requires `tensorflow` (the full wheel, CUDA libraries included), not tensorflow-cpu
-      "$old_venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "tf-keras==$old_tf_version"
-      echo "$want" > "$old_stamp"
-    fi
+    return 0
   fi
+  if [[ ! -x $old_venv/bin/python ]]; then
+    echo "setup: creating $old_venv (TensorFlow $old_tf_version)" >&2
+    "$old_python" -m venv "$old_venv"
+    printf '*\n' > "$old_venv/.gitignore"  # a venv inside the checkout: git leaves it alone
+  fi
+  if [[ ! -f $old_stamp || $(cat "$old_stamp") != "$want" ]]; then
+    echo "setup: installing tensorflow-cpu==$old_tf_version into $old_venv (about a minute the first time)" >&2
+    # tensorflow-cpu 2.15.1 pins what it needs (numpy<2, protobuf<5, Keras 2.15): the resolver picks those
+    "$old_venv/bin/python" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$old_tf_version"
+    # --no-deps: tf-keras 2.15.1 requires `tensorflow` (the full wheel, CUDA libraries included), not tensorflow-cpu
+    "$old_venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "tf-keras==$old_tf_version"
+    touch "$old_venv/.tf-installed"
+  fi
+}
+
+old_tf_package() {
+  # after main_venv: two editable installs at once would both write the checkout's egg-info
+  local old_stamp=$old_venv/.tf_for_slurm-setup
+  if [[ -f $old_venv/.tf-installed ]] && [[ ! -f $old_stamp || $(cat "$old_stamp") != "$want" ]]; then
+    echo "setup: installing tf_for_slurm[test] into $old_venv" >&2
+    "$old_venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[test]" \
+      "tensorflow-cpu==$old_tf_version"
+    echo "$want" > "$old_stamp"
+  fi
+}
+
+# the two venvs' TensorFlow at once: each install waits on downloads and unpacking as much as on a core
+old_pid=
+if ((old_tf)); then
+  old_tf_venv &
+  old_pid=$!
+fi
+main_venv
+if [[ -n $old_pid ]]; then
+  wait "$old_pid"
+  old_tf_package
 fi
