@@ -62,7 +62,7 @@ status=0
 if (($# == 0)); then  # the full command: side by side, then the `tf` and `slurm` tests one at a time
   "$venv/bin/python" -m pytest -ra --full -m "not tf and not slurm" || status=$?
   one=0
-  "$venv/bin/python" -m pytest -ra --full -m "tf or slurm" || one=$?
+  "$venv/bin/python" -m pytest -ra --full --durations=30 -m "tf or slurm" || one=$?
   if ((one > status)); then status=$one; fi
 else
   "$venv/bin/python" -m pytest -ra "$@" || status=$?
