@@ -227,6 +227,8 @@ def _conclude(run: _Run, step: _Step, ended_with: Optional[int], record: BatchRe
         if why is not None:
             _say(f"scontrol requeue {run.job} failed ({why}): is the job requeueable (#SBATCH --requeue)? "
                  f"ending with status 1")
+            if ended_with is None:
+                step.command.send(signal.SIGTERM)
             return 1
         told = f", {time.time() - relay.told_time:.1f} s after the tasks were told" if relay.told_time else ""
         _say(f"requeued job {run.job}{since}{told}: {decision.reason}")
