@@ -16,6 +16,13 @@ Measured on this repository's 2-core machine, quiet, local cluster (2026-11-26, 
 no ERROR line in any run; srun ended 1.05-1.13 s after the last task's exit every time. The swing
 (about 10 s in 3 of 5 runs) is inside model.fit: after the last step of the last epoch, fit returned
 about 10 s later on one or both workers (seen with per-step marks); not in start-up, not at exit.
+Where (py-spy dump --native during the wait, 2026-11-26): the main thread frees fit's dataset
+iterator (EagerTensor_dealloc -> ~IteratorResource -> ~MultiDeviceIterator -> ~RootDataset::Iterator)
+and waits in UnboundedThreadPool::LogicalThreadWrapper's destructor for a tf.data thread to end:
+inside TensorFlow. The wait stayed (4 runs each) with a finite dataset, without shuffle, with
+tf.data autotune off and with InputOptions(experimental_fetch_to_device=False); with MWMS's peer
+health check off (CollectiveAllReduceExtended._enable_check_health = False) it was gone in 15 of
+15 runs of the script with marks added, but this plain script still swung in 2 of 5: not the cause.
 """
 
 from __future__ import annotations
