@@ -243,8 +243,10 @@ echo "model_checkpoint_path: \\"model.ckpt-$FAKE_TARGET\\"" > "$FAKE_DIR/checkpo
 # EndTime: FAKE_END (epoch seconds) when set, else FAKE_LEFT s after each call
 FAKE_SQUEUE = "#!/bin/bash\ndate -d @${FAKE_END:-$(( $(date +%s) + ${FAKE_LEFT:-100} ))} +%Y-%m-%dT%H:%M:%S\n"
 # `scontrol requeue` ends the job's running step, as Slurm's does
+# FAKE_REQUEUE_TERM=1: as Slurm does when the requeue ends the run, SIGTERM to batch-step and to scontrol itself
 FAKE_SCONTROL = ("#!/bin/bash\necho \"$@\" >> \"$FAKE_DIR/scontrol.args\"\n"
-                 "[ \"$1\" = requeue ] && [ -z \"$FAKE_SCONTROL_RC\" ] && kill -KILL $(cat \"$FAKE_DIR/srun.pid\")\n"
+                 "[ \"$1\" = requeue ] && [ -z \"$FAKE_SCONTROL_RC\" ] && kill -KILL $(cat \"$FAKE_DIR/srun.pid\") 2>/dev/null\n"
+                 "if [ -n \"$FAKE_REQUEUE_TERM\" ]; then kill -TERM $PPID; kill -TERM $$; sleep 0.3; fi\n"
                  "exit ${FAKE_SCONTROL_RC:-0}\n")
 
 
@@ -350,6 +352,19 @@ def test_batch_step_decides_before_the_limit_when_the_step_never_ends(fake_slurm
         assert "this run saved nothing past global step 300" in log and "requeued job" not in log, log
         assert not (tmp_path / "scontrol.args").exists(), log
         assert (tmp_path / "termed").exists(), log  # ended, not left to the limit
+
+
+@pytest.mark.timeout(60)
+def test_batch_step_a_requeue_whose_sigterm_reaches_scontrol_is_still_a_requeue(fake_slurm):
+    # measured under real Slurm: the requeue's SIGTERM to the run's processes killed scontrol before it
+    # read the answer (status -15), and batch-step said the requeue failed and ended 1, though the job
+    # was requeued; scontrol now ignores SIGTERM, and batch-step's own SIGTERM changes nothing
+    tmp_path, env = fake_slurm
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_LEFT": "3600", "FAKE_LOOPS": "600", "FAKE_REQUEUE_TERM": "1"},
+                          signal.SIGUSR2, "--warn-margin", "60")
+    assert rc == 0, log
+    assert "requeued job 77" in log and "failed" not in log, log
+    assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"], log
 
 
 def test_batch_step_backstop_waits_again_when_the_limit_was_raised(monkeypatch):
@@ -593,3 +608,4 @@ def test_job_times_and_requeue_job_read_slurms_answers():
     assert requeue_job("7", answer("")) is None
     assert requeue_job("7", answer("", 1, "scontrol: error: x\nJob is not requeueable\n")) == "Job is not requeueable"
     assert requeue_job("7", answer("", 2)) == "2"
+    assert requeue_job("7", answer("", -9)) == "killed by signal 9"

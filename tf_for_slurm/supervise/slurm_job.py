@@ -32,13 +32,20 @@ def job_times(job_id: str, run: Run = subprocess.run) -> Tuple[Optional[float], 
     return times[0], times[1]
 
 
+#: scontrol with SIGTERM ignored: a requeue ends the run's processes with SIGTERM, scontrol among them, and
+#: one killed before it read Slurm's answer made a requeue that happened look failed (measured: status -15)
+_REQUEUE = 'trap "" TERM; exec scontrol requeue "$1"'
+
+
 def requeue_job(job_id: str, run: Run = subprocess.run) -> Optional[str]:
     """`scontrol requeue job_id`: None when Slurm took it, else why not (its last line, or its status)."""
-    res = run(["scontrol", "requeue", job_id], capture_output=True, text=True, timeout=60)
+    res = run(["sh", "-c", _REQUEUE, "sh", job_id], capture_output=True, text=True, timeout=60)
     if res.returncode == 0:
         return None
     why = (res.stderr or res.stdout).strip().splitlines()
-    return why[-1] if why else str(res.returncode)
+    if why:
+        return why[-1]
+    return f"killed by signal {-res.returncode}" if res.returncode < 0 else str(res.returncode)
 
 
 __all__ = ["job_times", "requeue_job"]
