@@ -9,6 +9,6 @@ import pytest
 def one_minute_jobs(slurm_cluster, tmp_path_factory):
     """The PreemptionCheckpointHandler job, the `tf-slurm submit -t 1` job and the never-stopping step
     job, run together once (tests/slurm/one_minute_jobs.py)."""
-    from one_minute_jobs import run_both
+    from one_minute_jobs import run_together
 
-    return run_both(slurm_cluster, tmp_path_factory.mktemp("one_minute_jobs"))
+    return run_together(slurm_cluster, tmp_path_factory.mktemp("one_minute_jobs"))

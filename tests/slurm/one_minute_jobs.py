@@ -88,7 +88,7 @@ def _hung(cluster, tmp: Path) -> Dict[str, object]:
     return {"job": res.stdout.strip().split(";")[0], "model": folder, "log": folder / "job.out"}
 
 
-def run_both(cluster, tmp: Path, timeout: float = 600) -> Dict[str, Dict[str, object]]:
+def run_together(cluster, tmp: Path, timeout: float = 600) -> Dict[str, Dict[str, object]]:
     """Submit the jobs, wait until all ended (each entry gains `info`: scontrol's view), and never
     leave one requeueing itself under the next tests."""
     assert math.floor(ALLOCATION_S / PCH_STEP_S) + 1 < PCH_TARGET  # by construction, not this machine's speed

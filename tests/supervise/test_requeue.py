@@ -4,6 +4,7 @@ with stand-ins for srun, squeue and scontrol."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -335,9 +336,15 @@ def test_batch_step_decides_before_the_limit_when_the_step_never_ends(fake_slurm
     (tmp_path / "termed").unlink(missing_ok=True)
     end = int(time.time()) + 14
     t0 = time.time()
-    rc, log = _batch_step(tmp_path, {**env, "FAKE_END": str(end), "FAKE_LOOPS": "600", "FAKE_HANG": "1"}, None,
+    folder = tmp_path / "job"
+    folder.mkdir()
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_END": str(end), "FAKE_LOOPS": "600", "FAKE_HANG": "1",
+                                     "TF_SLURM_JOB_DIR": str(folder)}, None,
                           "--warn-margin", "8", start_step=start_step)
     assert time.time() < end - 1, log  # decided before the limit, not at it
+    record = json.loads((folder / "batch.json").read_text())
+    assert record["status"] is None and record["checkpoint"] == 300, record  # decided while the step still ran
+    assert record["state"] == ("requeued" if requeued else "ended"), record
     assert time.time() - t0 > 6, log  # not before the step was told and given its time
     assert re.search(r"the step has not ended \d+ s after its tasks were told to stop, [34] s before the time limit: "
                      r"deciding now, from the last checkpoint", log), log

@@ -36,8 +36,9 @@ class BatchRecord:
             self._say(f"cannot write {self.path}: {exc.strerror or exc}")
             self.path = None
 
-    def end(self, status: int, checkpoint: Optional[int], reason: str, requeued: bool) -> None:
-        """The run ended with `status`; `reason`: the decision's."""
+    def end(self, status: Optional[int], checkpoint: Optional[int], reason: str, requeued: bool) -> None:
+        """The run was decided: its step ended with `status`, or still ran (None: decided at the
+        deadline); `reason`: the decision's."""
         self.data.update(state="requeued" if requeued else "ended", status=status, checkpoint=checkpoint,
                          decision=reason, ended_at=round(time.time(), 3))
         self._write()

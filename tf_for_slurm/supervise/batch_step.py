@@ -37,7 +37,7 @@ from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, threads
 from tf_for_slurm.host.step_secret import with_secret
 from tf_for_slurm.plan.batch_settings import first_failure
-from tf_for_slurm.plan.requeue import START_GRACE, checkpoint_step, decide
+from tf_for_slurm.plan.requeue import START_GRACE, Decision, checkpoint_step, decide
 from tf_for_slurm.plan.stop_relay import (
     Action,
     AskTimes,
@@ -209,6 +209,9 @@ def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> Opti
     return status
 
 
+_REQUEUED = -1  # _requeue_or_say's answer when the job was requeued (no exit status: a requeue ends the run)
+
+
 def _conclude(run: _Run, step: _Step, ended_with: Optional[int], record: BatchRecord) -> int:
     """Decide, record, requeue (or not); batch-step's exit status.  `ended_with`: the step's status, None
     while it still runs (DecideNow: decided as if it had ended 0, then a requeue ends it, else SIGTERM)."""
@@ -221,22 +224,27 @@ def _conclude(run: _Run, step: _Step, ended_with: Optional[int], record: BatchRe
     decision = decide(relay.signal, status, run.restarts, run.max_requeues, checkpoint_step=ckpt, target=run.target,
                       start_step=run.start_step, limit_name=settings.MAX_REQUEUES,
                       delivered=relay.told_time is not None)
-    record.end(status, ckpt, decision.reason, requeued=decision.requeue and run.requeue)
+    record.end(ended_with, ckpt, decision.reason, requeued=decision.requeue and run.requeue)
+    outcome = _requeue_or_say(run, decision, since, relay.told_time, plain=not (relay.signal or status))
+    if ended_with is None and outcome != _REQUEUED:
+        step.command.send(signal.SIGTERM)  # srun passes it on: its tasks end now, not killed at the limit
+    return 0 if outcome == _REQUEUED else outcome
+
+
+def _requeue_or_say(run: _Run, decision: Decision, since: str, told_time: Optional[float], plain: bool) -> int:
+    """Carry out the decision: _REQUEUED, else batch-step's exit status, each with its one line (`plain`:
+    no signal and status 0, the reason alone)."""
     if decision.requeue and run.requeue:
         why = requeue_job(run.job)
         if why is not None:
             _say(f"scontrol requeue {run.job} failed ({why}): is the job requeueable (#SBATCH --requeue)? "
                  f"ending with status 1")
-            if ended_with is None:
-                step.command.send(signal.SIGTERM)
             return 1
-        told = f", {time.time() - relay.told_time:.1f} s after the tasks were told" if relay.told_time else ""
+        told = f", {time.time() - told_time:.1f} s after the tasks were told" if told_time else ""
         _say(f"requeued job {run.job}{since}{told}: {decision.reason}")
-        return 0
-    _say(f"not requeued: {decision.reason}" if relay.signal or status else decision.reason)
-    if ended_with is None:
-        step.command.send(signal.SIGTERM)  # srun passes it on: its tasks end now, not killed at the limit
-    return decision.exit_status if not (decision.requeue and not run.requeue) else 0
+        return _REQUEUED
+    _say(decision.reason if plain else f"not requeued: {decision.reason}")
+    return decision.exit_status if not decision.requeue else 0
 
 
 def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, warn_margin: float,
