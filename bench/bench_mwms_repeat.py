@@ -22,7 +22,8 @@ and waits in UnboundedThreadPool::LogicalThreadWrapper's destructor for a tf.dat
 inside TensorFlow. The wait stayed (4 runs each) with a finite dataset, without shuffle, with
 tf.data autotune off and with InputOptions(experimental_fetch_to_device=False); with MWMS's peer
 health check off (CollectiveAllReduceExtended._enable_check_health = False) it was gone in 15 of
-15 runs of the script with marks added, but this plain script still swung in 2 of 5: not the cause.
+15 hand-run repeats of a copy of this script with more marks (not runs of this bench), but this
+bench, with the check off, still swung in 2 of 5: not the cause.
 """
 
 from __future__ import annotations
