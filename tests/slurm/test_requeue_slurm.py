@@ -154,9 +154,14 @@ def _check_requeued_and_completed(job: dict) -> int:
     restarts = int(info.get("Restarts", "0"))
     assert restarts >= 1, (info, log[-6000:])
     assert log.count("requeued job ") == restarts, log[-6000:]
-    # every run's step ended 0: no task was killed by a signal that came while it started (status 138)
-    ends = re.findall(r"step ended with status (\d+)", log)
-    assert len(ends) == restarts + 1 and set(ends) == {"0"}, (ends, log[-6000:])
+    # every run's step ended 0: no task was killed by a signal that came while it started (status 138).
+    # One exception, the last run's: its step may still run when batch-step decides 3 s before the limit
+    # if it had trained to the target already (AT_TARGET). What remains is TensorFlow's end: a PSS
+    # coordinator's exit waits on synchronous remote-function removals and its 'done' RPCs to the
+    # servers, measured 1.3-10.5 s after the last step on a loaded 2-core machine (issue 23's note).
+    ends = re.findall(r"step (?:ended with status (\d+)|still running)", log)
+    assert len(ends) == restarts + 1 and set(ends[:-1]) <= {"0"}, (ends, log[-6000:])
+    assert ends[-1] == "0" or (ends[-1] == "" and AT_TARGET in log), (ends, log[-6000:])
     # every requeue came from the warning, each resumed run started where the last checkpoint was
     assert re.search(r"SIGUSR1 \(\d+ s before the time limit\): telling the step's tasks to stop", log), log[-6000:]
     assert "not requeued" not in log.replace(AT_TARGET, ""), log
