@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from data_paths import mnist_dir
 from ports import free_base_port
+from task_times import assert_ps_left_with_the_workers, task_times
 
 pytestmark = [pytest.mark.tf]
 
@@ -26,23 +27,6 @@ TASKS = REPO / "tests" / "tf4slurm_tasks"
 EXAMPLE = REPO / "examples" / "mnist_distributed"
 MNIST = mnist_dir()
 HAVE_MNIST = any(os.path.exists(os.path.join(MNIST, f"t10k-images-idx3-ubyte{e}")) for e in ("", ".gz"))
-
-
-def task_times(path: Path) -> dict:
-    """{procid: (exit status, unix time)} from timed.sh's lines."""
-    out = {}
-    for line in path.read_text().splitlines():
-        procid, rc, t = line.split()
-        out[int(procid)] = (int(rc), float(t))
-    return out
-
-
-def assert_ps_left_with_the_workers(times: dict, out: str) -> float:
-    """Every task exited 0 and the ps (rank 0) within 1 s of the last worker; returns the gap."""
-    assert sorted(times) == [0, 1, 2] and all(rc == 0 for rc, _ in times.values()), (times, out[-3000:])
-    gap = times[0][1] - max(times[1][1], times[2][1])
-    assert gap <= 1.0, (gap, times)
-    return gap
 
 
 def run_local(tmp: Path, argv: list, *, launcher_args: tuple = (), timeout: float = 240, ps_line: str = "") -> tuple:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from data_paths import mnist_dir
-from test_tf4slurm_runs import assert_ps_left_with_the_workers, task_times
+from task_times import assert_ps_left_with_the_workers, task_times
 
 pytestmark = [pytest.mark.slurm, pytest.mark.tf]
 
