@@ -149,19 +149,26 @@ def requeued(slurm_cluster, tmp_path_factory) -> Dict[str, dict]:
 
 
 def _check_requeued_and_completed(job: dict) -> int:
+    """The job COMPLETED after requeues from the warning, each run resuming from the last; returns how
+    many of its requeued runs stopped by themselves (the others were decided at batch-step's deadline)."""
     info, log = job["info"], job["log"]
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", (info, log[-6000:])
     restarts = int(info.get("Restarts", "0"))
     assert restarts >= 1, (info, log[-6000:])
     assert log.count("requeued job ") == restarts, log[-6000:]
     # every run's step ended 0: no task was killed by a signal that came while it started (status 138).
-    # One exception, the last run's: its step may still run when batch-step decides 3 s before the limit
-    # if it had trained to the target already (AT_TARGET). What remains is TensorFlow's end: a PSS
-    # coordinator's exit waits on synchronous remote-function removals and its 'done' RPCs to the
-    # servers, measured 1.3-10.5 s after the last step on a loaded 2-core machine (issue 23's note).
+    # A run may instead be decided 3 s before the limit while its step still ran (batch-step's deadline,
+    # one line saying so): measured here when the jobs' stops coincided with another job's TensorFlow
+    # start-ups on the 2 cores (an MWMS run did not reach its next step within the 12 s left), and at a
+    # PSS coordinator's end (TensorFlow's remote-function removals, up to 10.5 s). A requeue then follows
+    # from the last checkpoint, or the job ends if that is at the target.
     ends = re.findall(r"step (?:ended with status (\d+)|still running)", log)
-    assert len(ends) == restarts + 1 and set(ends[:-1]) <= {"0"}, (ends, log[-6000:])
-    assert ends[-1] == "0" or (ends[-1] == "" and AT_TARGET in log), (ends, log[-6000:])
+    assert len(ends) == restarts + 1 and set(ends) <= {"0", ""}, (ends, log[-6000:])
+    decided_running = ends.count("")
+    assert log.count("deciding now, from the last checkpoint") == decided_running, log[-6000:]
+    assert ends[-1] == "0" or AT_TARGET in log, (ends, log[-6000:])
+    stopped = restarts - ends[:-1].count("")
+    assert stopped >= 1, (ends, log[-6000:])  # at least one requeue followed a stop the tasks made themselves
     # every requeue came from the warning, each resumed run started where the last checkpoint was
     assert re.search(r"SIGUSR1 \(\d+ s before the time limit\): telling the step's tasks to stop", log), log[-6000:]
     assert "not requeued" not in log.replace(AT_TARGET, ""), log
@@ -173,7 +180,7 @@ def _check_requeued_and_completed(job: dict) -> int:
     last = re.search(r'^model_checkpoint_path: ".*-(\d+)"$', state, re.M)
     # async TF1 workers may apply one step in flight past the target; the TF2 loops stop exactly on it
     assert last and job["target"] <= int(last.group(1)) <= job["target"] + 2, state
-    return restarts
+    return stopped
 
 
 def _finished_unstopped(metrics: dict, log: str) -> bool:
@@ -194,14 +201,15 @@ def _delays(log: str) -> tuple:
 @pytest.mark.timeout(660)
 def test_tf1_mnist_template_checkpoints_requeues_and_resumes_to_the_target(requeued):
     job = requeued["tf1"]
-    restarts = _check_requeued_and_completed(job)
+    restarts = int(job["info"]["Restarts"])
+    stopped = _check_requeued_and_completed(job)
     metrics = json.loads((job["model"] / "metrics.json").read_text())
     assert metrics["global_step"] >= TF1_TARGET and metrics["start_global_step"] > 0, metrics
     assert metrics["accuracy"] >= 0.95, metrics  # the uninterrupted run's bar (test_slurm_e2e)
     assert _finished_unstopped(metrics, job["log"]), metrics
     assert re.search(r"resumed from .*model\.ckpt-(\d+) at global step \1", job["log"]), job["log"][-6000:]
     ckpt, requeue = _delays(job["log"])
-    assert len(ckpt) >= restarts and len(requeue) == restarts, job["log"][-6000:]
+    assert len(ckpt) >= stopped and len(requeue) == restarts, job["log"][-6000:]
     print(f"\ntf1: {restarts} requeue(s); told->checkpoint {ckpt} s; told->requeued {requeue} s")
 
 
@@ -210,13 +218,14 @@ def test_tf1_mnist_template_checkpoints_requeues_and_resumes_to_the_target(reque
                                            ("pss", "ParameterServerStrategy")])
 def test_tf2_examples_checkpoint_requeue_and_resume_to_the_target(requeued, name, strategy):
     job = requeued[name]
-    restarts = _check_requeued_and_completed(job)
+    restarts = int(job["info"]["Restarts"])
+    stopped = _check_requeued_and_completed(job)
     metrics = json.loads((job["model"] / "metrics.json").read_text())
     assert metrics["strategy"] == strategy and metrics["steps"] == job["target"], metrics
     assert 0 < metrics["start_step"] < job["target"] and _finished_unstopped(metrics, job["log"]), metrics
     assert metrics["accuracy"] >= 0.9, metrics
     ckpt, requeue = _delays(job["log"])
-    assert len(ckpt) >= restarts and len(requeue) == restarts, job["log"][-6000:]
+    assert len(ckpt) >= stopped and len(requeue) == restarts, job["log"][-6000:]
     print(f"\n{name}: {restarts} requeue(s); told->checkpoint {ckpt} s; told->requeued {requeue} s")
 
 
