@@ -24,6 +24,10 @@ tf.data autotune off and with InputOptions(experimental_fetch_to_device=False); 
 health check off (CollectiveAllReduceExtended._enable_check_health = False) it was gone in 15 of
 15 hand-run repeats of a copy of this script with more marks (not runs of this bench), but this
 bench, with the check off, still swung in 2 of 5: not the cause.
+The check's binding holds the GIL while it waits (a slow peer stops the task's Python for up to
+10 s); the exec shim now makes that wait GIL-free (_shim/tf_slurm_peer_health.py). Measured here
+after it (2026-11-26, this bench, 2 x 3 runs alternating with the commit before it): fit swung to
+~21.6 s in 3 of 6 runs with it, 1 of 6 without: the swing is not that wait either.
 """
 
 from __future__ import annotations
