@@ -51,9 +51,9 @@ class _CApi:
         self.check = lib.TFE_CollectiveOpsCheckPeerHealth
         self.check.restype = None
         self.check.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p]
-        self.capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-        self.capsule_pointer.restype = ctypes.c_void_p
-        self.capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        # a prototype of its own: ctypes.pythonapi's shared function object keeps the program's settings
+        prototype = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)
+        self.capsule_pointer = prototype(("PyCapsule_GetPointer", ctypes.pythonapi))
 
     def check_peer(self, handle, task, timeout_in_ms):
         """(code, message) of the peer's health check; code 0: healthy."""
