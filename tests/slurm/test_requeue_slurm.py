@@ -7,7 +7,8 @@ time-limit warning, requeue themselves, resume, and end COMPLETED at the target.
 
 The three jobs overlap (the 3-node cluster holds them all) so the module costs less than their
 sum: the TF1 and MWMS jobs are submitted together, the PSS job once both train again after their
-first requeue (see the fixture); before them, alone, a fourth job is cancelled with a plain scancel.  WARN_MARGIN is the templates' default (60 s), which batch-step caps at a quarter of the
+first requeue (see the fixture); before them, alone, a fourth job is cancelled with a plain
+scancel.  WARN_MARGIN is the templates' default (60 s), which batch-step caps at a quarter of the
 1-minute limit: Slurm sends the warning up to 60 s early, batch-step passes it on when 15 s are left
 (issue 14 item 5: the MNIST template with its defaults under `--time=1 --signal=B:USR1@30`
 completes via requeue, no run's task killed by an early signal).  The delays from the warning to the checkpoint and
