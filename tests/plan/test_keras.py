@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tf_for_slurm.plan.keras import (
+    is_keras_2,
     keras_major,
     lacks_tf_keras,
     missing_tf_keras,
@@ -36,6 +37,7 @@ def test_the_fix_line():
                                   "(with tensorflow-cpu: pip install --no-deps tf-keras)")
     assert (keras_major("3.15.1"), keras_major("2.15.0"), keras_major(None), keras_major("dev")) == (3, 2, None, None)
     assert (user_decides(None), user_decides(""), user_decides("0"), user_decides("1")) == (False, False, True, True)
+    assert (is_keras_2(2), is_keras_2(3), is_keras_2(None)) == (True, False, False)
 
 
 MWMS_FIT = """import tensorflow as tf

