@@ -11,8 +11,8 @@
 # and any run that picks tests stay as they were: OLD_TF_TESTS=1 runs it anyway (the given
 # arguments, then -m "tf and not slurm"), OLD_TF_TESTS=0 never. It leaves out the long scenarios
 # listed below (each tests our supervision, the same on any TensorFlow; the TensorFlow calls they
-# make are in the tests that stay): 31 of the 64 tests, about 4 minutes on 2 cores, where all 64
-# take 16 (the command as a whole stays under 25 minutes). OLD_TF_TESTS=all runs all of them.
+# make are in the tests that stay): 33 of the 65 tests, about 3.5 minutes on 2 cores, where all 65
+# take 16. OLD_TF_TESTS=all runs all of them.
 # The exit status is the worse of the two runs.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,7 +27,6 @@ esac
 # per core (at most 4), and anything else one at a time. TEST_WORKERS=N sets the count (1: one process).
 # left out of the old-TF pass unless OLD_TF_TESTS=all (node-id prefixes; seconds with TF 2.15.1, 2 cores)
 old_tf_long=(
-  tests/runtime/test_unmodified_scripts.py::test_a_killed_mwms_worker_restarts_the_group_and_fit_resumes  # 60
   tests/runtime/test_unmodified_scripts.py::test_a_killed_pss_task_is_restarted  # 96
   tests/runtime/test_unmodified_scripts.py::test_tf1_a_killed_task_is_restarted  # 35
   tests/runtime/test_unmodified_scripts.py::test_with_restarts_off_a_killed_task_ends_the_step  # 43
@@ -36,6 +35,7 @@ old_tf_long=(
   "tests/runtime/test_unmodified_scripts.py::test_tf2_scripts_end_0_within_2s_of_the_last_training_task[eval"  # 30
   tests/runtime/test_keras_resume.py::test_mwms_fit_stops_on_sigusr1_with_a_checkpoint_and_resumes  # 79
   tests/runtime/test_runtime_tf2.py::test_pss_tf_keras_fit_every_process_exits_0  # 38
+  tests/runtime/test_runtime_tf2.py::test_mwms_two_workers_tf_keras_fit_identical_weights  # 22: tf_keras on 2.15 (Keras 2 fit: the mwms end test)
   tests/runtime/test_runtime_tf2.py::test_pss_servers_give_up_when_the_coordinator_never_starts  # 9
   tests/runtime/test_runtime_tf2.py::test_shutdown_is_bounded_when_a_task_accepts_tcp_but_never_answers  # 8
   tests/runtime/test_runtime_tf1.py::test_duplicate_reports_do_not_end_ps_early  # 17

@@ -49,7 +49,7 @@ except ImportError:  # the harness module is optional for partial checkouts
     pass
 
 
-FULL_ONLY = ("install", "hostile")  # markers whose tests run only in the full command, or when -m names them
+FULL_ONLY = ("install", "hostile", "templates")  # markers whose tests run only in the full command, or when -m names them
 
 
 # Tests that need the machine's own network: the local Slurm cluster listens there, pip reaches the index.
@@ -111,12 +111,13 @@ def _shares_a_fixture(item) -> bool:
 
 def pytest_addoption(parser):
     parser.addoption("--full", action="store_true",
-                     help="part of the full test command: keep the `install` and `hostile` tests whatever -m says")
+                     help="part of the full test command: keep the `install`, `hostile` and `templates` tests whatever -m says")
 
 
 def _leave_full_only(config, items):
     """`install` tests (a wheel built and installed into a fresh virtualenv: ~10 s) and `hostile`
-    tests (an attacker run as another user, property tests of the supervision channel: ~1.5 min) run
+    tests (an attacker run as another user, property tests of the supervision channel: ~1.5 min) and
+    `templates` tests (the sbatch templates under bash with stand-ins for srun: ~1 min of bash) run
     in the full command (no -m, or --full: scripts/test.sh runs it in two parts) and when -m names
     them; a run that picks tests by marker without naming them, such as the fast subset
     `-m "not slurm and not tf and not mpi"`, leaves them out."""

@@ -23,12 +23,14 @@ from pathlib import Path
 import pytest
 from slurm_harness import PYTHON, REPO
 
-pytestmark = pytest.mark.slurm
+# the no-cluster half runs side by side in the full command; the real-Slurm test is also `slurm`
+pytestmark = pytest.mark.templates
 
 TEMPLATE = REPO / "scripts" / "tf_slurm_hetjob.sh"
 TF1 = REPO / "tests" / "unmodified" / "tf1_ps_worker.py"
 
 
+@pytest.mark.slurm
 @pytest.mark.timeout(300)
 def test_hetjob_template_ps_on_node3_workers_on_node1_and_node2(slurm_cluster, tmp_path):
     env = {"PYTHON": PYTHON, "TF_SLURM_REPO": str(REPO), "IB": "NoIB", "MODEL_DIR": str(tmp_path / "model"),
@@ -52,7 +54,7 @@ def test_hetjob_template_ps_on_node3_workers_on_node1_and_node2(slurm_cluster, t
 FAKE_SRUN = "#!/bin/bash\nprintf '%s\\n' \"$@\" > \"$FAKE_DIR/srun.args\"\nexit 0\n"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fake_bin(tmp_path_factory):
     d = tmp_path_factory.mktemp("fakebin")
     for name, text in (("srun", FAKE_SRUN), ("scontrol", "#!/bin/bash\nexit 1\n")):

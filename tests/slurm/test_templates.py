@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-# Slurm's side of the project: the templates run under bash with stand-ins for srun and scontrol
-# (224 template runs: the slow part of what used to be one module)
-pytestmark = pytest.mark.slurm
+# the templates run under bash with stand-ins for srun and scontrol (224 template runs, no cluster):
+# side by side in the full command, left out of the fast subset
+pytestmark = pytest.mark.templates
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = {"mnist": REPO / "scripts" / "BASH_Distributed_MNIST.sh", "generic": REPO / "scripts" / "tf_slurm_job.sh"}
@@ -46,7 +46,7 @@ NUMERIC = {"SLURM_NTASKS", "SLURM_CPUS_PER_TASK", "SLURM_TASKS_PER_NODE", "SLURM
 NUMERIC_IN = {"mnist": {"MIN_STEP_SECONDS"}, "generic": set()}  # read by one template only
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fake_bin(tmp_path_factory):
     d = tmp_path_factory.mktemp("fakebin")
     for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
