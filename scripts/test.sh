@@ -11,7 +11,7 @@
 # and any run that picks tests stay as they were: OLD_TF_TESTS=1 runs it anyway (the given
 # arguments, then -m "tf and not slurm"), OLD_TF_TESTS=0 never. It leaves out the long scenarios
 # listed below (each tests our supervision, the same on any TensorFlow; the TensorFlow calls they
-# make are in the tests that stay): 33 of the 65 tests, about 3.5 minutes on 2 cores, where all 65
+# make are in the tests that stay): 32 of the 65 tests, about 3.5 minutes on 2 cores, where all 65
 # take 16. OLD_TF_TESTS=all runs all of them.
 # The exit status is the worse of the two runs.
 set -euo pipefail
