@@ -46,11 +46,17 @@ old_tf_long=(
   tests/faces/test_example_mnist.py  # the MNIST example end to end (its TF1 calls: test_runtime_tf1)
   tests/faces/test_tf4slurm_runs.py  # the original tf4slurm examples end to end (the same calls)
 )
+# each part's seconds, printed at the end (where the 25-minute budget goes)
+SECONDS=0
+started=$(date +%s)
+times=()
+took() { times+=("$1 ${SECONDS} s"); SECONDS=0; }
 old_tf_args=()
 if [[ ${OLD_TF_TESTS:-} != all ]]; then
   for id in "${old_tf_long[@]}"; do old_tf_args+=(--deselect "$id"); done
 fi
 if ((old_tf)); then bash "$root/scripts/setup.sh" --old-tf; else bash "$root/scripts/setup.sh"; fi
+took setup
 cd "$root"
 venv=${TF_SLURM_VENV:-$root/.venv}
 old_venv=${OLD_TF_VENV:-$root/.venv-tf2.15}
@@ -58,27 +64,32 @@ echo "test.sh: ruff, mypy, lint-imports" >&2
 "$venv/bin/ruff" check --quiet tf_for_slurm
 "$venv/bin/mypy" --no-error-summary
 "$venv/bin/lint-imports" --no-cache >/dev/null || "$venv/bin/lint-imports" --no-cache
+took checks
 status=0
 if (($# == 0)); then  # the full command: side by side, then the `tf` and `slurm` tests one at a time
   "$venv/bin/python" -m pytest -ra --full -m "not tf and not slurm" || status=$?
+  took "side by side"
   one=0
   "$venv/bin/python" -m pytest -ra --full --durations=30 -m "tf or slurm" || one=$?
+  took "one at a time"
   if ((one > status)); then status=$one; fi
 else
   "$venv/bin/python" -m pytest -ra "$@" || status=$?
+  took pytest
 fi
 if ((old_tf)); then
   if [[ -x $old_venv/bin/python ]]; then
     echo "test.sh: the old-TF pass: -m 'tf and not slurm' with $("$old_venv/bin/python" -c \
       'import importlib.metadata as m; print("TensorFlow", m.version("tensorflow-cpu"))') ($old_venv)" >&2
     old_status=0
-    SECONDS=0
     "$old_venv/bin/python" -m pytest -ra "$@" -m "tf and not slurm" ${old_tf_args[@]+"${old_tf_args[@]}"} || old_status=$?
-    echo "test.sh: the old-TF pass ended with status $old_status in ${SECONDS} s" >&2
+    echo "test.sh: the old-TF pass ended with status $old_status" >&2
+    took "old TF"
     if ((old_status == 5 && $# > 0)); then old_status=0; fi  # no `tf` test among the given arguments
     if ((old_status > status)); then status=$old_status; fi
   else
     echo "test.sh: WARNING: the old-TF pass did not run: no $old_venv (see scripts/setup.sh's warning)" >&2
   fi
 fi
+echo "test.sh: $(( $(date +%s) - started )) s in all: $(IFS=,; echo "${times[*]}" | sed 's/,/, /g')" >&2
 exit "$status"
