@@ -11,7 +11,7 @@
 # and any run that picks tests stay as they were: OLD_TF_TESTS=1 runs it anyway (the given
 # arguments, then -m "tf and not slurm"), OLD_TF_TESTS=0 never. It leaves out the long scenarios
 # listed below (each tests our supervision, the same on any TensorFlow; the TensorFlow calls they
-# make are in the tests that stay): 32 of the 65 tests, about 3.5 minutes on 2 cores, where all 65
+# make are in the tests that stay): 30 of the 63 tests, about 3 minutes on 2 cores, where all 63
 # take 16. OLD_TF_TESTS=all runs all of them.
 # The exit status is the worse of the two runs.
 set -euo pipefail
@@ -31,8 +31,6 @@ old_tf_long=(
   tests/runtime/test_unmodified_scripts.py::test_tf1_a_killed_task_is_restarted  # 35
   tests/runtime/test_unmodified_scripts.py::test_with_restarts_off_a_killed_task_ends_the_step  # 43
   tests/runtime/test_unmodified_scripts.py::test_a_worker_whose_training_raises_ends_a_local_step  # 22
-  "tests/runtime/test_unmodified_scripts.py::test_tf2_scripts_end_0_within_2s_of_the_last_training_task[pss"  # 39
-  "tests/runtime/test_unmodified_scripts.py::test_tf2_scripts_end_0_within_2s_of_the_last_training_task[eval"  # 30
   tests/runtime/test_keras_resume.py::test_mwms_fit_stops_on_sigusr1_with_a_checkpoint_and_resumes  # 79
   tests/runtime/test_runtime_tf2.py::test_pss_tf_keras_fit_every_process_exits_0  # 38
   tests/runtime/test_runtime_tf2.py::test_mwms_two_workers_tf_keras_fit_identical_weights  # 22: tf_keras on 2.15 (Keras 2 fit: the mwms end test)
@@ -40,8 +38,8 @@ old_tf_long=(
   tests/runtime/test_runtime_tf2.py::test_shutdown_is_bounded_when_a_task_accepts_tcp_but_never_answers  # 8
   tests/runtime/test_runtime_tf1.py::test_duplicate_reports_do_not_end_ps_early  # 17
   tests/runtime/test_runtime_tf1.py::test_worker_never_up_fails_after_startup_grace  # 8
-  "tests/runtime/test_faults_tf1.py::test_worker_raising_ends_the_step_within_5s[1"  # 8
-  "tests/runtime/test_faults_tf1.py::test_worker_exiting_0_before_its_server_does_not_fail_the_job[1"  # 8
+  tests/runtime/test_faults_tf1.py::test_worker_raising_ends_the_step_within_5s  # 2 x 9: races of the launcher
+  tests/runtime/test_faults_tf1.py::test_worker_exiting_0_before_its_server_does_not_fail_the_job  # 2 x 7: the same
   "tests/runtime/test_sync_tf1_end.py::test_sync_chief_ends_with_its_training[ps-sleeps"  # 14
   tests/faces/test_example_mnist.py  # the MNIST example end to end (its TF1 calls: test_runtime_tf1)
   tests/faces/test_tf4slurm_runs.py  # the original tf4slurm examples end to end (the same calls)
