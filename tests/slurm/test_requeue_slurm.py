@@ -7,7 +7,7 @@ time-limit warning, requeue themselves, resume, and end COMPLETED at the target.
 
 The three jobs overlap (the 3-node cluster holds them all) so the module costs less than their
 sum: the TF1 and MWMS jobs are submitted together, the PSS job once both train again after their
-first requeue (see the fixture); before them, alone, a fourth job is cancelled with a plain
+first requeue (see the fixture); while the first two train, a fourth job is cancelled with a plain
 scancel.  WARN_MARGIN is the templates' default (60 s), which batch-step caps at a quarter of the
 1-minute limit: Slurm sends the warning up to 60 s early, batch-step passes it on when 15 s are left
 (issue 14 item 5: the MNIST template with its defaults under `--time=1 --signal=B:USR1@30`
@@ -71,6 +71,12 @@ def max_steps_in_one_allocation(min_step_s: float, pacers: int) -> int:
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
 
 
+def _training(log: Path) -> bool:
+    """The job's first run is training: TF1's paced chief said so, MWMS's chief logged a step."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return re.search(r"paced: at most one training step|step \d+: loss", text) is not None
+
+
 def _resumed(log: Path) -> bool:
     """The job's second run is training (it restored the first run's checkpoint, or made progress)."""
     text = log.read_text(errors="replace") if log.exists() else ""
@@ -94,24 +100,7 @@ def requeued(slurm_cluster, tmp_path_factory) -> Dict[str, dict]:
                                  (PSS_STEP_S, 1, PSS_TARGET)):  # by construction, not by this machine's speed
         assert max_steps_in_one_allocation(pace, pacers) < target, (pace, pacers, target)
     try:
-        # first, alone: a job a user cancels (plain scancel: SIGTERM, KillWait=5 s later SIGKILL) once
-        # it trained past the chief's first held-out evaluation (global step 200)
-        model = tmp / "cancel"
-        res = slurm_cluster.run(["sbatch", "--parsable", "-o", str(tmp / "cancel-%j.out"), str(MNIST_TEMPLATE)],
-                                timeout=60, cwd=str(tmp),
-                                env={**base, "MODEL_DIR": str(model), "ITERATIONS": "100000", "NUM_PS": "1"})
-        assert res.returncode == 0, res.stderr
-        jobs["cancel"] = dict(model=model, target=100000, job=res.stdout.strip().split(";")[0])
-        log = tmp / f"cancel-{jobs['cancel']['job']}.out"
-        deadline = time.monotonic() + 240
-        while not (log.exists() and re.search(r"global step \d+: held-out accuracy", log.read_text(errors="replace"))):
-            assert time.monotonic() < deadline, "the job to cancel never reached its first evaluation"
-            time.sleep(0.5)
-        assert slurm_cluster.run(["scancel", jobs["cancel"]["job"]], timeout=30).returncode == 0
-        jobs["cancel"]["info"] = slurm_cluster.wait_job(jobs["cancel"]["job"], 120)
-        jobs["cancel"]["log"] = log.read_text(errors="replace")
-
-        # then the three jobs whose 1-minute limit is too short, together
+        # the two jobs whose 1-minute limit is too short, together
         model = tmp / "tf1"
         jobs["tf1"] = dict(model=model, target=TF1_TARGET, job=_submit(
             slurm_cluster, ["-o", str(tmp / "tf1-%j.out"), str(MNIST_TEMPLATE)],
@@ -123,6 +112,29 @@ def requeued(slurm_cluster, tmp_path_factory) -> Dict[str, dict]:
                             str(EXAMPLES / "tf2_mwms.py"), "--data_dir", str(MNIST), "--model_dir", str(model),
                             "--Iterations", str(MWMS_TARGET), "--min_step_seconds", str(MWMS_STEP_S)],
             {**base, "MODEL_DIR": str(model), "NUM_PS": "0", "TARGET": str(MWMS_TARGET)}, tmp))
+        # once both train (their start-ups over): a job a user cancels (plain scancel: SIGTERM, KillWait=5 s
+        # later SIGKILL) once it trained past the chief's first held-out evaluation (global step 200).
+        # Paced like the others (at most 2 / 0.05 steps a second), so it leaves them the CPU they need
+        up_deadline = time.monotonic() + 240
+        while not all(_training(tmp / f"{name}-{jobs[name]['job']}.out") for name in ("tf1", "mwms")):
+            assert time.monotonic() < up_deadline, "the TF1 and MWMS jobs never started training"
+            time.sleep(0.5)
+        model = tmp / "cancel"
+        res = slurm_cluster.run(["sbatch", "--parsable", "-o", str(tmp / "cancel-%j.out"), str(MNIST_TEMPLATE)],
+                                timeout=60, cwd=str(tmp),
+                                env={**base, "MODEL_DIR": str(model), "ITERATIONS": "100000", "NUM_PS": "1",
+                                     "MIN_STEP_SECONDS": "0.05"})
+        assert res.returncode == 0, res.stderr
+        jobs["cancel"] = dict(model=model, target=100000, job=res.stdout.strip().split(";")[0])
+        log = tmp / f"cancel-{jobs['cancel']['job']}.out"
+        deadline = time.monotonic() + 240
+        while not (log.exists() and re.search(r"global step \d+: held-out accuracy", log.read_text(errors="replace"))):
+            assert time.monotonic() < deadline, "the job to cancel never reached its first evaluation"
+            time.sleep(0.5)
+        assert slurm_cluster.run(["scancel", jobs["cancel"]["job"]], timeout=30).returncode == 0
+        jobs["cancel"]["info"] = slurm_cluster.wait_job(jobs["cancel"]["job"], 120)
+        jobs["cancel"]["log"] = log.read_text(errors="replace")
+
         # the PSS job starts once the other two train again after their first requeue: nine TensorFlow
         # processes starting at once on 2 cores left its coordinator no time to train in a 1-minute
         # allocation (batch-step then rightly refuses to requeue a run that saved nothing). Started when
