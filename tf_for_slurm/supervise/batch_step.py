@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, threads
@@ -209,7 +209,12 @@ def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> Opti
     return status
 
 
-_REQUEUED = -1  # _requeue_or_say's answer when the job was requeued (no exit status: a requeue ends the run)
+class _Outcome(NamedTuple):
+    """What carrying out a decision came to: whether the job was requeued, and batch-step's exit status
+    (0 after a requeue: the requeue ends the run)."""
+
+    requeued: bool
+    status: int
 
 
 def _conclude(run: _Run, step: _Step, ended_with: Optional[int], record: BatchRecord) -> int:
@@ -226,25 +231,25 @@ def _conclude(run: _Run, step: _Step, ended_with: Optional[int], record: BatchRe
                       delivered=relay.told_time is not None)
     record.end(ended_with, ckpt, decision.reason, requeued=decision.requeue and run.requeue)
     outcome = _requeue_or_say(run, decision, since, relay.told_time, plain=not (relay.signal or status))
-    if ended_with is None and outcome != _REQUEUED:
+    if ended_with is None and not outcome.requeued:
         step.command.send(signal.SIGTERM)  # srun passes it on: its tasks end now, not killed at the limit
-    return 0 if outcome == _REQUEUED else outcome
+    return outcome.status
 
 
-def _requeue_or_say(run: _Run, decision: Decision, since: str, told_time: Optional[float], plain: bool) -> int:
-    """Carry out the decision: _REQUEUED, else batch-step's exit status, each with its one line (`plain`:
-    no signal and status 0, the reason alone)."""
+def _requeue_or_say(run: _Run, decision: Decision, since: str, told_time: Optional[float],
+                    plain: bool) -> _Outcome:
+    """Carry out the decision, with its one line (`plain`: no signal and status 0, the reason alone)."""
     if decision.requeue and run.requeue:
         why = requeue_job(run.job)
         if why is not None:
             _say(f"scontrol requeue {run.job} failed ({why}): is the job requeueable (#SBATCH --requeue)? "
                  f"ending with status 1")
-            return 1
+            return _Outcome(requeued=False, status=1)
         told = f", {time.time() - told_time:.1f} s after the tasks were told" if told_time else ""
         _say(f"requeued job {run.job}{since}{told}: {decision.reason}")
-        return _REQUEUED
+        return _Outcome(requeued=True, status=0)
     _say(decision.reason if plain else f"not requeued: {decision.reason}")
-    return decision.exit_status if not decision.requeue else 0
+    return _Outcome(requeued=False, status=decision.exit_status if not decision.requeue else 0)
 
 
 def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, warn_margin: float,
