@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.one_minute]
 
 
 @pytest.mark.timeout(660)
