@@ -89,7 +89,8 @@ if (($# == 0)); then  # the full command: side by side, then the `tf` and `slurm
   # two together 378 s, one after the other 478 s; both passed).
   old_log=$(mktemp "${TMPDIR:-/tmp}/test-old-tf.XXXXXX")
   old_pid=
-  if ((old_tf)); then old_tf_pass > "$old_log" 2>&1 & old_pid=$!; fi
+  # (in a network of its own: tests/conftest.py; the jobs' tasks take ports below 32768 as its tests do)
+  if ((old_tf)); then TF_SLURM_TEST_OWN_NETWORK=1 old_tf_pass > "$old_log" 2>&1 & old_pid=$!; fi
   rc=0
   "$venv/bin/python" -m pytest -ra --full --durations=10 -m "one_minute" || rc=$?
   worse "$rc"
