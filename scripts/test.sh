@@ -81,7 +81,7 @@ if ((old_tf)) && [[ ! -x $old_venv/bin/python ]]; then
 fi
 worse() { if (($1 > status)); then status=$1; fi; }
 status=0
-if (($# == 0)); then  # the full command: side by side, then the `tf` and `slurm` tests one at a time
+if (($# == 0)); then  # the full command (see the top)
   "$venv/bin/python" -m pytest -ra --full -m "not tf and not slurm" || status=$?
   took "side by side"
   # The jobs that wait on 1-minute time limits (`one_minute`: requeue, preemption) keep the 2 cores
@@ -89,6 +89,7 @@ if (($# == 0)); then  # the full command: side by side, then the `tf` and `slurm
   # two together 378 s, one after the other 478 s; both passed).
   old_log=$(mktemp "${TMPDIR:-/tmp}/test-old-tf.XXXXXX")
   old_pid=
+  trap 'if [[ -n $old_pid ]]; then kill "$old_pid" 2>/dev/null || true; fi; rm -f "$old_log"' EXIT  # never left behind
   # (in a network of its own: tests/conftest.py; the jobs' tasks take ports below 32768 as its tests do)
   if ((old_tf)); then TF_SLURM_TEST_OWN_NETWORK=1 old_tf_pass > "$old_log" 2>&1 & old_pid=$!; fi
   rc=0
@@ -98,6 +99,7 @@ if (($# == 0)); then  # the full command: side by side, then the `tf` and `slurm
   if [[ -n $old_pid ]]; then
     rc=0
     wait "$old_pid" || rc=$?
+    old_pid=
     cat "$old_log"
     worse "$rc"
     took "old TF (the rest of it)"
