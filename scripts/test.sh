@@ -89,7 +89,9 @@ if (($# == 0)); then  # the full command (see the top)
   # two together 378 s, one after the other 478 s; both passed).
   old_log=$(mktemp "${TMPDIR:-/tmp}/test-old-tf.XXXXXX")
   old_pid=
-  trap 'if [[ -n $old_pid ]]; then kill "$old_pid" 2>/dev/null || true; fi; rm -f "$old_log"' EXIT  # never left behind
+  # never left behind: the pass's pytest, then its shell
+  trap 'if [[ -n $old_pid ]]; then pkill -TERM -P "$old_pid" || true; kill "$old_pid" 2>/dev/null || true; fi
+        rm -f "$old_log"' EXIT
   # (in a network of its own: tests/conftest.py; the jobs' tasks take ports below 32768 as its tests do)
   if ((old_tf)); then TF_SLURM_TEST_OWN_NETWORK=1 old_tf_pass > "$old_log" 2>&1 & old_pid=$!; fi
   rc=0
