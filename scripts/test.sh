@@ -93,7 +93,7 @@ if (($# == 0)); then  # the full command (see the top)
   trap 'if [[ -n $old_pid ]]; then pkill -TERM -P "$old_pid" || true; kill "$old_pid" 2>/dev/null || true; fi
         rm -f "$old_log"' EXIT
   # (in a network of its own: tests/conftest.py; the jobs' tasks take ports below 32768 as its tests do)
-  if ((old_tf)); then TF_SLURM_TEST_OWN_NETWORK=1 old_tf_pass > "$old_log" 2>&1 & old_pid=$!; fi
+  if ((old_tf)); then TEST_OWN_NETWORK=1 old_tf_pass > "$old_log" 2>&1 & old_pid=$!; fi
   rc=0
   "$venv/bin/python" -m pytest -ra --full --durations=10 -m "one_minute" || rc=$?
   worse "$rc"

@@ -63,13 +63,13 @@ def pytest_xdist_auto_num_workers(config):
 
 
 # set by scripts/test.sh for the old-TF pass, which runs beside the `one_minute` Slurm jobs
-OWN_NETWORK = "TF_SLURM_TEST_OWN_NETWORK"
+OWN_NETWORK = "TEST_OWN_NETWORK"
 
 
 def pytest_configure(config):
     """Under pytest-xdist (`workers_for`), each worker gets a network of its own
     (tests/netns.py), so two tests at once never meet on a port; so does a whole run with
-    TF_SLURM_TEST_OWN_NETWORK=1 (one that runs beside another: the Slurm jobs' tasks take ports
+    TEST_OWN_NETWORK=1 (one that runs beside another: the Slurm jobs' tasks take ports
     below 32768 too)."""
     worker = getattr(config, "workerinput", {}).get("workerid")
     if worker is not None or os.environ.get(OWN_NETWORK) == "1":
