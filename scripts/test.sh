@@ -4,16 +4,17 @@
 # 3-node cluster started by the tests' own harness). Arguments go to pytest, e.g.
 #   bash scripts/test.sh -m "not slurm and not tf"      (the fast subset)
 #
-# The full command (no arguments): the tests that are neither `tf` nor `slurm` side by side; the
-# `one_minute` Slurm jobs with the old-TF pass beside them; the other `tf` and `slurm` tests one at
-# a time. Each part's seconds are printed at the end.
+# The full command (no arguments): the tests that are neither `tf` nor `slurm` side by side, the `tf`
+# and `slurm` tests one at a time, then the old-TF pass; each part's seconds are printed at the end.
+# (Tried: the old-TF pass beside the Slurm jobs that wait on 1-minute limits saved 46 s in CI, but
+# those jobs then needed more requeues, the preemption job 157 s instead of 95: not worth the risk.)
 #
-# The old-TF pass: the TensorFlow tests (-m "tf and not slurm") run again against
+# The old-TF pass: after that run, the TensorFlow tests (-m "tf and not slurm") run again against
 # the oldest TensorFlow we support (2.15.1, tf-keras 2.15.1) in a venv of their own (OLD_TF_VENV,
 # default .venv-tf2.15, made by `scripts/setup.sh --old-tf`); their subprocesses use that venv's
 # python (the tests start sys.executable). It runs when no arguments are given, so the fast subset
-# and any run that picks tests stay as they were: OLD_TF_TESTS=1 runs it anyway (after the given
-# arguments' run, with them and -m "tf and not slurm"), OLD_TF_TESTS=0 never. It leaves out the long scenarios
+# and any run that picks tests stay as they were: OLD_TF_TESTS=1 runs it anyway (the given
+# arguments, then -m "tf and not slurm"), OLD_TF_TESTS=0 never. It leaves out the long scenarios
 # listed below (each tests our supervision, the same on any TensorFlow; the TensorFlow calls they
 # make are in the tests that stay): 30 of the 63 tests, about 3 minutes on 2 cores, where all 63
 # take 16. OLD_TF_TESTS=all runs all of them.
@@ -67,59 +68,30 @@ echo "test.sh: ruff, mypy, lint-imports" >&2
 "$venv/bin/mypy" --no-error-summary
 "$venv/bin/lint-imports" --no-cache >/dev/null || "$venv/bin/lint-imports" --no-cache
 took checks
-old_tf_pass() {  # the old-TF pass (arguments: pytest's), its output on stdout; its exit status
-  echo "test.sh: the old-TF pass: -m 'tf and not slurm' with $("$old_venv/bin/python" -c \
-    'import importlib.metadata as m; print("TensorFlow", m.version("tensorflow-cpu"))') ($old_venv)"
-  local rc=0
-  "$old_venv/bin/python" -m pytest -ra "$@" -m "tf and not slurm" ${old_tf_args[@]+"${old_tf_args[@]}"} || rc=$?
-  echo "test.sh: the old-TF pass ended with status $rc"
-  return "$rc"
-}
-if ((old_tf)) && [[ ! -x $old_venv/bin/python ]]; then
-  echo "test.sh: WARNING: the old-TF pass did not run: no $old_venv (see scripts/setup.sh's warning)" >&2
-  old_tf=0
-fi
-worse() { if (($1 > status)); then status=$1; fi; }
 status=0
-if (($# == 0)); then  # the full command (see the top)
+if (($# == 0)); then  # the full command: side by side, then the `tf` and `slurm` tests one at a time
   "$venv/bin/python" -m pytest -ra --full -m "not tf and not slurm" || status=$?
   took "side by side"
-  # The jobs that wait on 1-minute time limits (`one_minute`: requeue, preemption) keep the 2 cores
-  # about half busy: the old-TF pass runs beside them, its output shown once it ended (measured: the
-  # two together 378 s, one after the other 478 s; both passed).
-  old_log=$(mktemp "${TMPDIR:-/tmp}/test-old-tf.XXXXXX")
-  old_pid=
-  # never left behind: the pass's pytest, then its shell
-  trap 'if [[ -n $old_pid ]]; then pkill -TERM -P "$old_pid" || true; kill "$old_pid" 2>/dev/null || true; fi
-        rm -f "$old_log"' EXIT
-  # (in a network of its own: tests/conftest.py; the jobs' tasks take ports below 32768 as its tests do)
-  if ((old_tf)); then TEST_OWN_NETWORK=1 old_tf_pass > "$old_log" 2>&1 & old_pid=$!; fi
-  rc=0
-  "$venv/bin/python" -m pytest -ra --full --durations=10 -m "one_minute" || rc=$?
-  worse "$rc"
-  took "one-minute jobs"
-  if [[ -n $old_pid ]]; then
-    rc=0
-    wait "$old_pid" || rc=$?
-    old_pid=
-    cat "$old_log"
-    worse "$rc"
-    took "old TF (the rest of it)"
-  fi
-  rm -f "$old_log"
-  rc=0
-  "$venv/bin/python" -m pytest -ra --full --durations=30 -m "(tf or slurm) and not one_minute" || rc=$?
-  worse "$rc"
+  one=0
+  "$venv/bin/python" -m pytest -ra --full --durations=30 -m "tf or slurm" || one=$?
   took "one at a time"
+  if ((one > status)); then status=$one; fi
 else
   "$venv/bin/python" -m pytest -ra "$@" || status=$?
   took pytest
-  if ((old_tf)); then
-    rc=0
-    old_tf_pass "$@" >&2 || rc=$?
-    if ((rc == 5)); then rc=0; fi  # no `tf` test among the given arguments
-    worse "$rc"
+fi
+if ((old_tf)); then
+  if [[ -x $old_venv/bin/python ]]; then
+    echo "test.sh: the old-TF pass: -m 'tf and not slurm' with $("$old_venv/bin/python" -c \
+      'import importlib.metadata as m; print("TensorFlow", m.version("tensorflow-cpu"))') ($old_venv)" >&2
+    old_status=0
+    "$old_venv/bin/python" -m pytest -ra "$@" -m "tf and not slurm" ${old_tf_args[@]+"${old_tf_args[@]}"} || old_status=$?
+    echo "test.sh: the old-TF pass ended with status $old_status" >&2
     took "old TF"
+    if ((old_status == 5 && $# > 0)); then old_status=0; fi  # no `tf` test among the given arguments
+    if ((old_status > status)); then status=$old_status; fi
+  else
+    echo "test.sh: WARNING: the old-TF pass did not run: no $old_venv (see scripts/setup.sh's warning)" >&2
   fi
 fi
 echo "test.sh: $(( $(date +%s) - started )) s in all: $(IFS=,; echo "${times[*]}" | sed 's/,/, /g')" >&2

@@ -62,21 +62,14 @@ def pytest_xdist_auto_num_workers(config):
     return workers_for(config.getoption("markexpr") or "", dict(os.environ), len(os.sched_getaffinity(0)))
 
 
-# set by scripts/test.sh for the old-TF pass, which runs beside the `one_minute` Slurm jobs
-OWN_NETWORK = "TEST_OWN_NETWORK"
-
-
 def pytest_configure(config):
     """Under pytest-xdist (`workers_for`), each worker gets a network of its own
-    (tests/netns.py), so two tests at once never meet on a port; so does a whole run with
-    TEST_OWN_NETWORK=1 (one that runs beside another: the Slurm jobs' tasks take ports
-    below 32768 too)."""
-    worker = getattr(config, "workerinput", {}).get("workerid")
-    if worker is not None or os.environ.get(OWN_NETWORK) == "1":
+    (tests/netns.py), so two tests at once never meet on a port."""
+    if hasattr(config, "workerinput"):
         why = netns.make_own()
         if why:
-            sys.stderr.write(f"conftest: WARNING: {f'worker {worker}' if worker else 'this run'} shares the "
-                             f"machine's network ({why}): tests side by side may collide on ports\n")
+            sys.stderr.write(f"conftest: WARNING: worker {config.workerinput['workerid']} shares the machine's "
+                             f"network ({why}): tests side by side may collide on ports\n")
 
 
 @pytest.hookimpl(hookwrapper=True)

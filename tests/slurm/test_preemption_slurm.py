@@ -20,8 +20,7 @@ import pytest
 
 from one_minute_jobs import HAVE_MNIST, MNIST, PCH_TARGET as TARGET
 
-pytestmark = [pytest.mark.slurm, pytest.mark.one_minute,
-              pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
+pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
 
 
 @pytest.mark.timeout(660)

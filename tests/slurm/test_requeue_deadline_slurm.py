@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-pytestmark = [pytest.mark.slurm, pytest.mark.one_minute]
+pytestmark = [pytest.mark.slurm]
 
 
 @pytest.mark.timeout(660)

@@ -68,8 +68,7 @@ def max_steps_in_one_allocation(min_step_s: float, pacers: int) -> int:
     return pacers * (math.floor(ALLOCATION_S / min_step_s) + 1)
 
 
-pytestmark = [pytest.mark.slurm, pytest.mark.one_minute,
-              pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
+pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
 
 
 def _training(log: Path) -> bool:
