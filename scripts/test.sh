@@ -6,8 +6,9 @@
 #
 # The full command (no arguments): the tests that are neither `tf` nor `slurm` side by side, the `tf`
 # and `slurm` tests one at a time, then the old-TF pass; each part's seconds are printed at the end.
-# (Tried: the old-TF pass beside the Slurm jobs that wait on 1-minute limits saved 46 s in CI, but
-# those jobs then needed more requeues, the preemption job 157 s instead of 95: not worth the risk.)
+# (Tried: the old-TF pass beside the Slurm jobs that wait on 1-minute limits took 432 s with them in
+# CI, about 46 s less than the two measured apart, but those jobs then needed more requeues, the
+# preemption job 157 s instead of 95: not worth the risk.)
 #
 # The old-TF pass: after that run, the TensorFlow tests (-m "tf and not slurm") run again against
 # the oldest TensorFlow we support (2.15.1, tf-keras 2.15.1) in a venv of their own (OLD_TF_VENV,

@@ -6,6 +6,7 @@ import pytest
 
 from tf_for_slurm.plan.keras import (
     is_keras_2,
+    keras_major_installed,
     keras_major,
     lacks_tf_keras,
     missing_tf_keras,
@@ -38,6 +39,17 @@ def test_the_fix_line():
     assert (keras_major("3.15.1"), keras_major("2.15.0"), keras_major(None), keras_major("dev")) == (3, 2, None, None)
     assert (user_decides(None), user_decides(""), user_decides("0"), user_decides("1")) == (False, False, True, True)
     assert (is_keras_2(2), is_keras_2(3), is_keras_2(None)) == (True, False, False)
+
+
+@pytest.mark.parametrize("entries, major", [
+    (["numpy", "keras", "keras-3.12.0.dist-info"], 3),
+    (["keras-2.15.0.dist-info", "tf_keras-2.15.1.dist-info"], 2),
+    (["tf_keras-2.21.0.dist-info", "keras_nightly-3.0.dist-info"], None),  # neither is keras
+    (["keras-2.15.0.egg-info"], None),
+    ([], None),
+])
+def test_keras_major_installed(entries, major):
+    assert keras_major_installed(entries) == major
 
 
 MWMS_FIT = """import tensorflow as tf

@@ -71,16 +71,18 @@ def max_steps_in_one_allocation(min_step_s: float, pacers: int) -> int:
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
 
 
+def _text(log: Path) -> str:
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
 def _training(log: Path) -> bool:
     """The job's first run is training: TF1's paced chief said so, MWMS's chief logged a step."""
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return re.search(r"paced: at most one training step|step \d+: loss", text) is not None
+    return re.search(r"paced: at most one training step|step \d+: loss", _text(log)) is not None
 
 
 def _resumed(log: Path) -> bool:
     """The job's second run is training (it restored the first run's checkpoint, or made progress)."""
-    text = log.read_text(errors="replace") if log.exists() else ""
-    second = text.partition("run 2 of job")[2]
+    second = _text(log).partition("run 2 of job")[2]
     return re.search(r"resumed from|Restoring parameters from|step \d+: loss", second) is not None
 
 

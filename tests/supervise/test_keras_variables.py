@@ -21,12 +21,19 @@ def test_exec_sets_legacy_keras_or_warns_with_the_shared_line():
     assert keras_variables({}, True, "pss", False, 2) == ({}, None)
 
 
-def test_exec_reads_the_installed_keras_version(monkeypatch):
-    monkeypatch.setattr(task_exec.importlib.metadata, "version", lambda name: {"keras": "2.15.0"}[name])
+def test_exec_reads_the_installed_keras_version(tmp_path, monkeypatch):
+    import importlib.metadata
+    import sys
+
+    # this python's own keras, as importlib.metadata reads it
+    assert task_exec.installed_keras_major() == int(importlib.metadata.version("keras").split(".")[0])
+    # a site folder with Keras 2 first on the path
+    (tmp_path / "keras").mkdir()
+    (tmp_path / "keras" / "__init__.py").write_text("")
+    (tmp_path / "keras-2.15.0.dist-info").mkdir()
+    (tmp_path / "tf_keras-3.0.0.dist-info").mkdir()  # not keras's
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "keras", raising=False)
     assert task_exec.installed_keras_major() == 2
-
-    def missing(name):
-        raise task_exec.importlib.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(task_exec.importlib.metadata, "version", missing)
-    assert task_exec.installed_keras_major() is None
+    (tmp_path / "keras-2.15.0.dist-info").rmdir()
+    assert task_exec.installed_keras_major() is None  # no dist-info: not known

@@ -10,7 +10,7 @@ Keras 3 `fit` does not run under MultiWorkerMirroredStrategy or ParameterServerS
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Iterable, Optional
 
 LEGACY_KERAS = "TF_USE_LEGACY_KERAS"  # TensorFlow's switch: tf.keras is tf_keras (Keras 2)
 FIT_FAILS = "Keras 3 `fit` fails under MultiWorkerMirroredStrategy/ParameterServerStrategy"
@@ -58,6 +58,20 @@ def keras_major(version: Optional[str]) -> Optional[int]:
     """The major version of a Keras version string ('3.15.1' -> 3), None when unknown."""
     m = re.match(r"(\d+)\.", version or "")
     return int(m.group(1)) if m else None
+
+
+_DIST_INFO = re.compile(r"keras-([^-]+)\.dist-info")
+
+
+def keras_major_installed(site_entries: Iterable[str]) -> Optional[int]:
+    """The major version of the `keras` distribution among a site folder's entries, from its
+    `keras-<version>.dist-info` folder's name (the wheel layout; tf_keras's is `tf_keras-...`), None
+    when there is none."""
+    for name in site_entries:
+        m = _DIST_INFO.fullmatch(name)
+        if m:
+            return keras_major(m.group(1))
+    return None
 
 
 def script_strategy(text: str) -> Optional[str]:
