@@ -167,6 +167,20 @@ def test_status_reads_the_failing_tasks_log_when_the_hub_could_not(tmp_path):
         view, time.time()).splitlines()
 
 
+def test_status_names_the_lost_worker_the_step_went_on_without(tmp_path):
+    at = time.time()
+    step = {"job": "9", "step": "0", "strategy": "pss", "state": "running", "status": None, "updated_at": at,
+            "counts": {"running": 3, "lost": 1}, "chief": 0,
+            "tasks": [[0, "chief", 0, "n1", "running", None, 0, at], [1, "ps", 0, "n1", "running", None, 0, at],
+                      [2, "worker", 0, "n2", "running", None, 0, at], [3, "worker", 1, "n3", "lost", None, 0, at]],
+            "lost": [{"rank": 3, "role": "worker", "index": 1, "node": "n3", "at": at,
+                      "reason": "worker 1 on n3 was lost (no word from its supervisor for 10.2 s)"}]}
+    (tmp_path / "status.json").write_text(json.dumps(step))
+    lines = render(gather(str(tmp_path), "9", lambda job: None), at).splitlines()
+    clock = time.strftime("%H:%M:%S", time.localtime(at))
+    assert f"lost nodes: went on with 1 of 2 workers (worker 1 on n3 lost at {clock})" in lines, lines
+
+
 @pytest.mark.parametrize("slurm,line", [
     ({"JobState": "PENDING", "NodeList": "", "RunTime": "00:00:00", "TimeLimit": "01:00:00", "Restarts": "0",
       "Reason": "PartitionNodeLimit"},

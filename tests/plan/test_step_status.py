@@ -1,5 +1,6 @@
 """The step's state as data (status.json) and its summary, from a StepWatch fed plain events."""
 
+import time
 from collections import namedtuple
 
 import pytest
@@ -169,3 +170,28 @@ def test_restarts_are_counted_per_task_and_in_the_summary():
     s = snap(w, roles, mono=22.0, over=True)
     assert [t["restarts"] for t in task_rows(s)] == [0, 0, 1]
     assert summary_lines(s)[-1].endswith("restarts: 1")
+
+
+def test_a_lost_worker_the_step_went_on_without_is_listed_with_its_time_and_the_count_left():
+    tasks = [T(0, "ps", 0, "n1"), T(1, "chief", 0, "n1"), T(2, "worker", 0, "n2"), T(3, "worker", 1, "n3"),
+             T(4, "worker", 2, "n4")]
+    roles = step_roles(tasks)
+    w = StepWatch(roles, [0, 1, 2, 3, 4], {t.rank: f"{t.role} {t.index}" for t in tasks}, local_rank=1, now=0.0,
+                  role_of={t.rank: t.role for t in tasks})
+    for r in (0, 2, 3, 4):
+        w.join(r, 1.0)
+    w.closed(3, 40.0)
+    s = snapshot(tasks, w, roles, job="77", step="0", mono=50.0, wall=WALL)
+    assert states(s)[3] == ("lost", None) and s["state"] == "running"
+    assert s["lost"] == [{"rank": 3, "role": "worker", "index": 1, "node": "n3", "at": WALL - 10.0,
+                          "reason": "worker 1 on n3 was lost (its supervisor went away without an exit status: "
+                                    "killed, or its node failed)"}]
+    w.exit(1, 0, 90.0)
+    for r in (0, 2, 4):
+        w.bye(r)
+    s = snapshot(tasks, w, roles, job="77", step="0", mono=91.0, wall=WALL, over=True)
+    at = time.strftime("%H:%M:%S", time.localtime(WALL - 51.0))  # mono 40 with mono 91 at WALL
+    first = summary_lines(s)[0]
+    assert first.endswith(f"ended with status 0 after 91.0 s: training is over; finished with 2 of 3 workers "
+                          f"(worker 1 on n3 lost at {at})"), first
+    assert "1 lost: worker 1 (rank 3, n3)" in summary_lines(s)[-1]

@@ -436,7 +436,7 @@ def test_a_task_finishing_0_during_a_planned_stop_keeps_the_checkpointed_status(
     ("spoke exits 3", False, None),  # the spoke recorded it itself before it told the hub
     ("spoke exits 3", True, None),  # restarts on, but 3 is not retried: the spoke recorded it (not twice)
     ("spoke exits 137", True, (2, 137)),  # one a restart could undo: the spoke left it to the hub (budget spent)
-    ("spoke lost", False, (2, LOST_STATUS)),  # its connection closed without a status: it cannot say
+    ("ps lost", False, (0, LOST_STATUS)),  # its connection closed without a status: it cannot say
 ])
 def test_failure_to_record_names_the_first_failure_once(event, restarts, recorded):
     w = watch("ps", "worker", "worker", local=1, policy=RestartPolicy(max_restarts=3 if restarts else 0),
@@ -452,8 +452,71 @@ def test_failure_to_record_names_the_first_failure_once(event, restarts, recorde
         w.step_restarts = w.policy.max_restarts  # the step's budget is spent: no restart
         w.exit(2, 137, 2.0)
     else:
-        w.closed(2, 2.0)
+        w.closed(0, 2.0)
     failure = w.failure_to_record()
     assert (None if failure is None else (failure.rank, failure.status)) == recorded
     w.exit(0, 5, 3.0)
     assert w.failure_to_record() is None  # once
+
+
+# -- a lost task the step can do without (plan.lost_task) -----------------------------------------
+def watch_roles(*roles, **kw):
+    """watch() with the roles known to the watch, as the hub gives them (the lost-task rule reads them)."""
+    return watch(*roles, role_of={x.rank: x.role for x in tasks(*roles)}, **kw)
+
+
+@pytest.mark.parametrize("roles,rank,goes_on", [
+    (("ps", "chief", "worker", "worker"), 2, True),  # pss: a worker, another left
+    (("ps", "chief", "worker"), 2, False),  # pss: the last worker
+    (("ps", "chief", "worker", "worker"), 0, False),  # pss: a ps holds variables
+    (("ps", "chief", "worker", "evaluator"), 3, True),  # an evaluator only reads checkpoints
+    (("ps", "worker", "worker"), 2, True),  # tf1: a non-chief worker (asynchronous)
+    (("ps", "worker", "worker"), 0, False),  # tf1: a ps
+    (("worker", "worker", "worker"), 2, False),  # mwms: every worker takes part in every step
+    (("chief", "worker", "evaluator"), 2, True),  # mwms: an evaluator
+])
+def test_which_lost_tasks_the_step_goes_on_without(roles, rank, goes_on):
+    w = watch_roles(*roles)
+    actions = w.closed(rank, 4.0)
+    assert (actions == [] and not w.decided) == goes_on, actions
+    assert (rank in w.lost) == goes_on
+    if not goes_on:
+        assert w.status == LOST_STATUS and w.failure.rank == rank
+
+
+def test_a_lost_pss_worker_is_named_and_the_step_ends_0_when_the_coordinator_finishes():
+    w = watch_roles("ps", "chief", "worker", "worker", "worker")
+    assert w.closed(3, 4.0) == []
+    notes = w.take_notes()
+    assert any(level == logging.WARNING and m.startswith("worker 1 was lost (its supervisor went away")
+               and "going on without it (the coordinator sends its functions to the other workers; 2 of 3 "
+               "workers left" in m for level, m in notes), notes
+    assert w.lost[3][1] == 4.0 and 3 in w.settled and 3 not in w.told
+    assert w.exit(1, 0, 9.0) == [End((0, 2, 4), 0)]  # the lost one is not told: nobody is there to hear
+    assert w.status == 0 and w.failure is None
+    assert w.closed(2, 5.0) == []  # after the decision: told, so its close is its end
+
+
+def test_a_silent_pss_worker_is_lost_and_a_second_loss_of_the_last_one_ends_the_step():
+    w = watch_roles("ps", "chief", "worker", "worker", silence=10.0)
+    for rank in (0, 3):
+        w.hear(rank, 8.0)
+    assert w.tick(15.0) == []  # worker 0 silent since 0.0: lost, worker 1 still there
+    assert 2 in w.lost and not w.decided
+    assert w.closed(3, 16.0) == [End((0, 1), LOST_STATUS)]  # the last worker: nothing left to train on
+    assert w.failure.rank == 3 and "was lost" in w.failure.reason
+
+
+def test_a_lost_tf1_worker_while_the_chief_drains_ends_the_step_at_once():
+    w = watch_roles("ps", "worker", "worker", "worker")
+    assert w.exit(1, 0, 5.0) == []  # the chief is done; workers 1 and 2 still train
+    assert w.exit(2, 0, 6.0) == []
+    assert w.closed(3, 7.0) == [End((0,), 0)]  # the last trainer was lost: nothing left to wait for
+    assert w.status == 0 and w.lost.keys() == {3}
+
+
+def test_require_all_makes_a_lost_worker_end_the_step_and_a_lost_chief_always_does():
+    w = watch_roles("ps", "chief", "worker", "worker", require_all=True)
+    assert w.closed(2, 4.0) == [End((0, 1, 3), LOST_STATUS)]
+    w = watch_roles("ps", "worker", "worker", local=0)  # tf1: worker 0 is the chief
+    assert w.closed(1, 4.0) == [End((0, 2), LOST_STATUS)]

@@ -195,12 +195,49 @@ def _supervisor_pid(marker: str, rank: int) -> int:
 def test_a_killed_supervisor_is_noticed_at_once(tmp_path):
     marker = f"m{uuid.uuid4().hex}"
     proc, err_file = start_established(tmp_path, 3, "-n", "3", "--", *script(PID_BODY.format(tmp_path), marker))
-    # joined: the hub hears its connection close
-    took = time_the_end(proc, tmp_path, 3, lambda: os.kill(_supervisor_pid(marker, 2), signal.SIGKILL))
+    # joined: the hub hears its connection close; a ps: the step cannot go on without it
+    took = time_the_end(proc, tmp_path, 3, lambda: os.kill(_supervisor_pid(marker, 0), signal.SIGKILL))
     err = err_file.read_text()
-    assert proc.returncode != 0
+    assert proc.returncode == 69, err  # the lost status (batch-step requeues), not the launcher's view (137)
     assert took < 5, took
-    assert "went away without an exit status" in err, err
+    assert "ps 0 (rank 0, node1) was lost (its supervisor went away without an exit status" in err, err
+    assert leftovers(marker) == []
+
+
+@pytest.mark.parametrize("require_all", [False, True], ids=["goes-on", "every-worker-required"])
+def test_a_lost_tf1_worker_the_step_goes_on_without_unless_every_worker_is_required(tmp_path, require_all):
+    """Worker 1's supervisor and command killed together (its emulated node lost): by default the
+    chief trains on and the step ends 0 when it finishes, the summary naming the lost worker; with
+    TF_SLURM_REQUIRE_ALL_WORKERS=1 the step ends at once with the lost status."""
+    marker = f"m{uuid.uuid4().hex}"
+    body = (f'echo $$ > {tmp_path}/pid.$SLURM_PROCID; '
+            f'if [ "$TF_SLURM_JOB_TYPE$TF_SLURM_TASK_INDEX" = worker0 ]; then {GO.format(tmp_path)}exit 0; fi; '
+            'exec sleep 600')
+    env = {"TF_SLURM_REQUIRE_ALL_WORKERS": "1" if require_all else "0"}
+    proc, err_file = start_established(tmp_path, 3, "-n", "3", "--", *script(body, marker), env=env)
+    try:
+        wait_files([tmp_path / f"pid.{r}" for r in range(3)])
+        supervisor = _supervisor_pid(marker, 2)
+        for pid in (supervisor, int((tmp_path / "pid.2").read_text())):  # the node's processes, at once
+            os.kill(pid, signal.SIGKILL)
+        if not require_all:
+            end = time.monotonic() + 30
+            while "going on without it" not in err_file.read_text():  # the hub decided: now the chief ends
+                assert proc.poll() is None and time.monotonic() < end, err_file.read_text()[-3000:]
+                time.sleep(0.05)
+            (tmp_path / "go").touch()
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    err = err_file.read_text()
+    if require_all:  # (the launcher may see the hub's report of it before or after the exit: the same end)
+        assert proc.returncode == 69, err
+        assert "worker 1 (rank 2, node1) was lost (its supervisor went away" in err, err
+    else:
+        assert proc.returncode == 0, err
+        assert "task 2 was killed (status 137): taken for a lost node" in err, err
+        assert re.search(r"ended with status 0 after [0-9.]+ s: training is over; finished with 1 of 2 workers "
+                         r"\(worker 1 on node1 lost at \d\d:\d\d:\d\d\)", err), err
     assert leftovers(marker) == []
 
 

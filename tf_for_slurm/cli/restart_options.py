@@ -1,5 +1,5 @@
-"""`tf-slurm exec`'s restart options (--max-restarts, --restart-on, --progress-deadline): defined here to keep
-the parser small."""
+"""`tf-slurm exec`'s fault options (--max-restarts, --require-all-workers, --restart-on,
+--progress-deadline): defined here to keep the parser small."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"{settings.MAX_TASK_RESTARTS} per task, each after a back-off doubling from "
                         f"{settings.RESTART_BACKOFF} up to {MAX_BACKOFF:g} s; a task failing again within "
                         f"{settings.CRASH_WINDOW} seconds of its restart ends the step")
+    g.add_argument("--require-all-workers", action="store_true", default=None,
+                   help="a lost PSS worker, TF1 non-chief worker or evaluator (its node failed) ends the step "
+                        f"(default: {settings.REQUIRE_ALL_WORKERS}, else 0: the step goes on without it; "
+                        "TF1 synchronous training needs every worker)")
     g.add_argument("--restart-on", choices=RETRY_ON, default=None,
                    help="which failures are restarted: signal (status 128-255: killed by a signal, OOM) or any "
                         f"non-zero status (default: {settings.RESTART_ON}, else "
@@ -34,4 +38,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def values(args: argparse.Namespace) -> Dict[str, Any]:
     """The keyword arguments of task_exec.run these options give."""
     return {"max_restarts": args.max_restarts, "restart_on": args.restart_on,
-            "progress_deadline": args.progress_deadline}
+            "progress_deadline": args.progress_deadline, "require_all_workers": args.require_all_workers}

@@ -21,7 +21,7 @@ from tf_for_slurm.host import job_folder, settings
 from tf_for_slurm.host.scontrol import show_job
 from tf_for_slurm.plan.failure_words import log_explains
 from tf_for_slurm.plan.slurm_reasons import reason_text
-from tf_for_slurm.plan.step_status import failure_text, task_rows
+from tf_for_slurm.plan.step_status import failure_text, task_rows, went_on_without
 from tf_for_slurm.supervise.batch_step import read_checkpoint_step
 
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
@@ -110,6 +110,8 @@ def render(view: Mapping[str, Any], now: float) -> str:
         if not failure.get("detail") and failure.get("log"):  # it said nothing we know: where to look
             text += f" (its log: tf-slurm logs {job} --task {failure['rank']})"
         lines.append(f"first failure: {text}")
+    if step.get("lost"):
+        lines.append(f"lost nodes: {went_on_without(step)}")
     rows = []
     for t in step["tasks"]:
         status = t.get("status")

@@ -86,6 +86,9 @@ SIGNAL_HOLD = _setting("TF_SLURM_SIGNAL_HOLD", "seconds", "15", "seconds exec ho
 MAX_RESTARTS = _setting("TF_SLURM_MAX_RESTARTS", "int", "3", "restarts in place allowed in one step (a PSS worker "
                         "or evaluator, a TF1 worker alone; every task for MWMS, a ps or a PSS coordinator; `0`: off, "
                         "any failure ends the step)")
+REQUIRE_ALL_WORKERS = _setting("TF_SLURM_REQUIRE_ALL_WORKERS", "flag", "0", "`1`: a lost PSS worker, TF1 "
+                                 "non-chief worker or evaluator (its node failed) ends the step; by default the step "
+                                 "goes on without it")
 MAX_TASK_RESTARTS = _setting("TF_SLURM_MAX_TASK_RESTARTS", "int", "3", "restarts in place allowed for one task")
 RESTART_ON = _setting("TF_SLURM_RESTART_ON", "text", "signal", "which failures are restarted: `signal` (status "
                       "128-255: killed by a signal, OOM) or `any` non-zero status")

@@ -7,6 +7,7 @@ dict are wall-clock seconds (epoch): a reader in another process compares them w
 
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from tf_for_slurm.plan.step_watch import StepWatch
@@ -25,6 +26,8 @@ def task_state(watch: StepWatch, rank: int) -> str:
         return "ended" if rank in watch.settled else "ending"
     if rank in watch.exited:
         return "exited"
+    if rank in watch.lost:
+        return "lost"
     if rank in watch.settled:
         failure = watch.failure
         return "lost" if failure is not None and failure.rank == rank else "ended"
@@ -82,6 +85,8 @@ def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: s
             **who(failure.rank), "status": failure.status, "reason": f"{place(who(failure.rank))} {failure.reason}",
             "note": failure.note or None, "detail": detail},
         "first_exit": None if first is None else {**who(first[0]), "status": first[1], "at": at(first[2])},
+        "lost": [{**who(rank), "reason": f"{place(who(rank))} {why}", "at": at(when)}
+                 for rank, (why, when) in sorted(watch.lost.items(), key=lambda item: item[1][1])],
         "counts": counts, "columns": list(COLUMNS), "tasks": rows,
     }
 
@@ -114,6 +119,26 @@ def failure_text(failure: Mapping[str, Any]) -> str:
     return text
 
 
+def went_on_without(status: Mapping[str, Any]) -> str:
+    """'finished with 3 of 4 workers (worker 2 on node3 lost at 12:03:10)': the tasks the step went
+    on without (status['lost']), in the order they were lost, with the count left of each role."""
+    rows = task_rows(status)
+    lost = status.get("lost") or []
+    counts = []
+    for role in dict.fromkeys(t["role"] for t in lost):
+        total = sum(1 for t in rows if t["role"] == role)
+        gone = sum(1 for t in lost if t["role"] == role)
+        counts.append(f"{total - gone} of {total} {role}s")
+    when = ", ".join(f"{place(t)} lost" + (f" at {clock(t['at'])}" if t.get("at") else "") for t in lost)
+    verb = "finished" if status.get("status") == 0 else "went on"
+    return f"{verb} with {' and '.join(counts)} ({when})"
+
+
+def clock(epoch: float) -> str:
+    """'12:03:10': an epoch time of day on this machine's clock (the job's log is read next to it)."""
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
 def summary_lines(status: Mapping[str, Any]) -> List[str]:
     """The step's end in a few lines for the job's log: what happened, who was first, who was ended."""
     started = status.get("started_at") or status["updated_at"]
@@ -121,6 +146,8 @@ def summary_lines(status: Mapping[str, Any]) -> List[str]:
     failure = status.get("first_failure")
     code = status.get("status")
     why = failure_text(failure) if failure else "training is over"
+    if status.get("lost"):
+        why += "; " + went_on_without(status)
     lines = [f"step {status['job']}.{status['step']} ({status['strategy']}, {len(status['tasks'])} tasks) "
              f"ended with status {code if code is not None else '?'} after {took:.1f} s: {why}"]
     first = status.get("first_exit")

@@ -17,6 +17,10 @@ Rules (see step_rules for who is chief, trainer or server):
   needs the whole group back (mwms; a pss ps or coordinator; a tf1 ps), a `Regroup` action tells
   every other running task to end its command and start it again; their exits meanwhile are
   expected, not failures.
+- a task lost (its connection closed without an exit status, or silent) that the step can do
+  without (plan.lost_task: a PSS worker while another runs, a TF1 non-chief worker, an evaluator)
+  is settled as lost and the step goes on; the summary names it.  `require_all` restores the rule
+  above for them (every worker required).
 - a task that exits with a "checkpointed" status (42: TensorFlow's PreemptionCheckpointHandler
   after its agreed-step save) is a planned stop, not a failure: the other trainers get `drain`
   seconds to stop by themselves (they save the same step and exit 42 too); then every task is
@@ -28,51 +32,16 @@ Rules (see step_rules for who is chief, trainer or server):
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from tf_for_slurm.plan.failure_words import exit_words
+from tf_for_slurm.plan.lost_task import go_on_without, going_on
 from tf_for_slurm.plan.requeue import CHECKPOINTED_STATUSES, LOST_STATUS
 from tf_for_slurm.plan.restart_policy import Decision, RestartPolicy, could_restart, decide, retryable
+from tf_for_slurm.plan.step_actions import Action, End, Failure, Regroup, Restart
 from tf_for_slurm.plan.strategy import StepRoles
 
 __all__ = ["LOST_STATUS", "Action", "End", "Failure", "Regroup", "Restart", "StepWatch"]
-
-
-class End(NamedTuple):
-    """Tell these ranks to end their command and exit with `status`."""
-
-    ranks: Tuple[int, ...]
-    status: int
-
-
-class Restart(NamedTuple):
-    """Start this rank's command again, in place, after `delay` seconds (its `attempt`-th restart)."""
-
-    rank: int
-    attempt: int
-    delay: float
-    reason: str
-
-
-class Regroup(NamedTuple):
-    """End these ranks' commands (they are not failing) and start them again `delay` seconds later."""
-
-    ranks: Tuple[int, ...]
-    delay: float
-    reason: str
-
-
-Action = Union[End, Restart, Regroup]
-
-
-class Failure(NamedTuple):
-    """The step's first failure, in plain words: `reason` says what happened to the task, without
-    naming it ('failed (exit 1)', 'was lost (...)'); `note`, when there is one, why it was not restarted."""
-
-    rank: int
-    status: int
-    reason: str
-    note: str = ""
 
 
 class StepWatch:
@@ -81,8 +50,10 @@ class StepWatch:
     def __init__(self, roles: StepRoles, ranks: Sequence[int], names: Mapping[int, str], *, local_rank: int,
                  now: float, drain: float = 30.0, silence: float = 10.0, connect_grace: float = 300.0,
                  end_grace: float = 5.0, policy: Optional[RestartPolicy] = None,
-                 role_of: Optional[Mapping[int, str]] = None):
+                 role_of: Optional[Mapping[int, str]] = None, require_all: bool = False):
         self.roles = roles
+        self.require_all = require_all  # every worker required: a lost one ends the step (plan.lost_task)
+        self.lost: Dict[int, Tuple[str, float]] = {}  # rank -> (why, when): lost, and the step went on
         self.policy = policy or RestartPolicy()
         self.role_of = dict(role_of or {})  # rank -> role (the restart policy's rules depend on it)
         self.restarts: Dict[int, int] = {}  # rank -> restarts decided for it
@@ -336,20 +307,46 @@ class StepWatch:
         """A task's connection closed (its supervisor exited, was killed, or its node failed)."""
         if rank in self.settled:
             return []
-        self._settle(rank)
         if rank in self.told:
+            self._settle(rank)
             return []
-        return self._fail(rank, LOST_STATUS, "was lost (its supervisor went away without an exit status: "
-                                             "killed, or its node failed)", now)
+        return self._lose(rank, "was lost (its supervisor went away without an exit status: killed, or its node "
+                                "failed)", now, closed=True)
+
+    def _lose(self, rank: int, reason: str, now: float, closed: bool) -> List[Action]:
+        """`rank` is gone without a word: the step goes on without it where it can (plan.lost_task),
+        else it fails with the lost status (a silent task, not `closed`, is told to end too: a hung
+        one may wake)."""
+        role = self.role_of.get(rank, "?")
+        same = [r for r in self.ranks if self.role_of.get(r) == role]
+        others = sum(1 for r in same if r != rank and r not in self.settled)
+        why = None if self.require_all or self.decided or rank == self.local_rank else \
+            go_on_without(self.roles.strategy, role, rank == self.roles.chief_rank, others)
+        if why is None:
+            if closed:
+                self._settle(rank)
+            return self._fail(rank, LOST_STATUS, reason, now)
+        self._settle(rank)
+        self.restarting.pop(rank, None)
+        self.regrouping.pop(rank, None)
+        self.lost[rank] = (reason, now)
+        left = sum(1 for r in same if r not in self.lost)
+        self._note(logging.WARNING, f"{self.name(rank)} {reason}: {going_on(why, left, len(same), role)}")
+        if self.chief_done_at is not None and not self.decided and not self._training:
+            return self._succeed(now)
+        return []
 
     def tick(self, now: float) -> List[Action]:
         """Time passes: silence, connection grace and the drain period."""
         actions: List[Action] = []
         if not self.decided:
-            for rank, last in self.heard.items():
-                if rank not in self.settled and now - last > self.silence:
-                    return self._fail(rank, LOST_STATUS, f"was lost (no word from its supervisor for "
-                                                         f"{now - last:.1f} s: node unreachable or hung)", now)
+            silent = [(rank, now - last) for rank, last in self.heard.items()
+                      if rank not in self.settled and now - last > self.silence]
+            for rank, quiet in silent:
+                actions += self._lose(rank, f"was lost (no word from its supervisor for {quiet:.1f} s: node "
+                                            "unreachable or hung)", now, closed=False)
+                if self.decided:
+                    return actions
             if now - self.start > self.connect_grace:
                 missing = sorted(r for r in self._unjoined if r not in self.settled)
                 if missing:

@@ -52,10 +52,11 @@ class Hub:
 
     def __init__(self, plan: ClusterPlan, roles: StepRoles, argv: Sequence[str], env: Mapping[str, str],
                  timing: Timing, launch_report: Optional[str] = None, status_file: Optional[str] = None,
-                 policy: Optional[RestartPolicy] = None, *, key: bytes):
+                 policy: Optional[RestartPolicy] = None, *, key: bytes, require_all: bool = False):
         self.plan, self.roles, self.argv, self.env, self.timing = plan, roles, argv, env, timing
         self.key = key  # the step's key (host/step_secret.py): a peer proves it holds it before it counts
         self.policy = policy or RestartPolicy()
+        self.require_all = require_all  # a lost worker ends the step (plan.lost_task)
         self.launch_report = launch_report
         me = plan.me
         if me.rank != roles.chief_rank:
@@ -118,7 +119,8 @@ class Hub:
         return StepWatch(self.roles, [t.rank for t in plan.tasks], self.names, local_rank=self.rank,
                          now=time.monotonic(), drain=timing.drain, silence=timing.silence,
                          connect_grace=timing.connect_grace, end_grace=timing.end_grace,
-                         policy=self.policy, role_of={t.rank: t.role for t in plan.tasks})
+                         policy=self.policy, role_of={t.rank: t.role for t in plan.tasks},
+                         require_all=self.require_all)
 
     def _loop(self, server: socket.socket, sel: selectors.BaseSelector, wake: Wake, watch: StepWatch,
               sigs: ForwardSignals) -> None:

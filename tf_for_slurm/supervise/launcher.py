@@ -11,6 +11,11 @@ rank, the first failing task ends the others (SIGTERM, then SIGKILL after a grac
 forwarded to every task, SIGUSR1/SIGUSR2 are passed to every task without ending the step, and
 the exit status is the first failing task's (128+signo when a task
 died of a signal).  Each task runs in its own process group, so its children die with it.
+
+Under exec, a task killed by SIGKILL (its supervisor and command gone at once, as when its emulated
+node is lost) does not end the step by itself: the step's supervisors decide, as they do under
+`srun --no-kill` when a node fails (plan.lost_task: the step may go on without it; else the hub
+ends every task, and a task whose hub is gone exits with the lost status).
 The options are tf_for_slurm.cli.local's.
 """
 
@@ -46,6 +51,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_KILL_GRACE = settings.default_seconds(settings.KILL_GRACE)  # seconds between SIGTERM and SIGKILL
 POLL_INTERVAL = 0.05  # seconds between checks of the children
+LOST_NODE_STATUS = 128 + signal.SIGKILL  # a task's supervisor killed outright: its emulated node was lost
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PASSED_ON = (signal.SIGUSR1, signal.SIGUSR2)  # passed to every task, the step goes on (as srun does)
 
@@ -78,8 +84,10 @@ class _Prefixer:
 class _Step:
     """The running tasks of one launch."""
 
-    def __init__(self, procs: list, kill_grace: float, report: str = ""):
+    def __init__(self, procs: list, kill_grace: float, report: str = "", supervised: bool = False):
         self.procs = procs
+        self.supervised = supervised  # tasks run under exec: their supervisors decide a lost task's fate
+        self.lost: List[int] = []  # ranks killed outright and left to the supervisors (LOST_NODE_STATUS)
         self.kill_grace = kill_grace
         self.status: dict = {}  # rank -> exit status, in the order seen
         self.first_failure: Optional[tuple] = None  # (rank, status)
@@ -102,6 +110,12 @@ class _Step:
             status = exit_status(code)
             self.status[rank] = status
             log.debug("task %d exited with status %d", rank, status)
+            if status == LOST_NODE_STATUS and self.supervised and self.first_failure is None \
+                    and self.reported() is None:  # no supervisor named a failure first: nobody could say
+                log.warning("task %d was killed (status %d): taken for a lost node; the step's supervisors decide "
+                            "whether it goes on", rank, status)
+                self.lost.append(rank)
+                continue
             if status != 0 and self.first_failure is None:
                 self.first_failure = self.origin(rank, status)
                 if self.signal_received is None:
@@ -113,6 +127,10 @@ class _Step:
     def origin(self, rank: int, status: int) -> tuple:
         """(rank, status) of the task that failed first: the supervisors' report when there is one
         (written before any other task hears of the failure), else the first task seen failing."""
+        return self.reported() or (rank, status)
+
+    def reported(self) -> Optional[tuple]:
+        """(rank, status) from the supervisors' report, or None when none was written."""
         if self.report:
             try:
                 with open(self.report, encoding="ascii") as fh:
@@ -121,7 +139,7 @@ class _Step:
                     return int(first[0]), int(first[1])
             except OSError:
                 pass
-        return rank, status
+        return None
 
     def terminate(self, signo: int = signal.SIGTERM) -> None:
         """Send `signo` to every running task; SIGKILL follows after the grace."""
@@ -159,11 +177,14 @@ class _Step:
             time.sleep(POLL_INTERVAL)
 
     def exit_status(self) -> int:
-        """The first failing task's status, else 128 + the signal that ended the step, else 0."""
+        """The first failing task's status, else 128 + the signal that ended the step, else 0 (a task
+        lost on the way included, when the others ended 0; none did: the lost status, 137)."""
         if self.first_failure is not None:
             return self.first_failure[1]
         if self.signal_received is not None:
             return 128 + self.signal_received
+        if self.lost and 0 not in self.status.values():
+            return LOST_NODE_STATUS
         return 0
 
 
@@ -211,7 +232,7 @@ def launch(command: Sequence[str], layout: Layout, *, job_id: Optional[str] = No
     out = _Output(stdout if stdout is not None else sys.stdout.buffer,
                   stderr if stderr is not None else sys.stderr.buffer, len(str(layout.ntasks - 1)), output)
     report_dir = tempfile.mkdtemp(prefix="tf_slurm_local.")
-    step = _Step([], kill_grace, report=os.path.join(report_dir, "first_failure"))
+    step = _Step([], kill_grace, report=os.path.join(report_dir, "first_failure"), supervised=under_exec)
     argv = [sys.executable, "-m", "tf_for_slurm", "exec", "--", *command] if under_exec else list(command)
     previous = _install_handlers(step) if threading.current_thread() is threading.main_thread() else {}
     log.info("job %s: %d tasks on %s (%s tasks per node)", job_id, layout.ntasks, layout.nodelist,

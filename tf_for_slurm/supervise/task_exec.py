@@ -185,7 +185,8 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
         strategy: Optional[str] = None, drain: Optional[float] = None, device_filters: bool = True,
         supervise: bool = True, env: Optional[Mapping[str, str]] = None,
         component_roles: Optional[Sequence[str]] = None, max_restarts: Optional[int] = None,
-        restart_on: Optional[str] = None, progress_deadline: Optional[float] = None) -> int:
+        restart_on: Optional[str] = None, progress_deadline: Optional[float] = None,
+        require_all_workers: Optional[bool] = None) -> int:
     """Run `command` as this task of the step; return the status the task should exit with."""
     env = settings.environ() if env is None else env
     command = list(command)
@@ -203,6 +204,8 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
         device_filters = False
     timing = Timing.from_env(env, drain=drain, progress_deadline=progress_deadline)
     policy = restart_policy(env, max_restarts, restart_on)
+    require_all = settings.flag(env, settings.REQUIRE_ALL_WORKERS) if require_all_workers is None \
+        else require_all_workers
     plan = plan_from_env(env, tasks=tasks, ps=ps, placement=placement, chief=chief, address=address, check=True,
                          component_roles=component_roles)
     me = plan.me
@@ -222,7 +225,7 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
         key = step_key(env, f"{plan.job_id}.{plan.step_id}")
         if me.rank == roles.chief_rank:
             return Hub(plan, roles, command, child_env, timing, report, status_file=job_folder.status_path(env),
-                       policy=policy, key=key).run()
+                       policy=policy, key=key, require_all=require_all).run()
         return Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report, policy=policy,
                      strategy=roles.strategy, key=key).run()
     finally:
