@@ -33,8 +33,9 @@ esac
 # per core (at most 4), and anything else one at a time. TEST_WORKERS=N sets the count (1: one process).
 # left out of the old-TF pass unless OLD_TF_TESTS=all (node-id prefixes; seconds with TF 2.15.1, 2 cores)
 old_tf_long=(
-  tests/runtime/test_unmodified_scripts.py::test_a_killed_pss_task_is_restarted  # 96
-  tests/runtime/test_unmodified_scripts.py::test_tf1_a_killed_task_is_restarted  # 35
+  tests/runtime/test_unmodified_scripts.py::test_a_killed_pss_task_is_restarted  # 96 with its two cases (one now)
+  tests/runtime/test_unmodified_scripts.py::test_tf1_a_killed_task_is_restarted  # 35 with its two cases (one now)
+  tests/runtime/test_lost_node.py  # a lost worker (the supervisor's rule) with a restart in place
   tests/runtime/test_unmodified_scripts.py::test_with_restarts_off_a_killed_task_ends_the_step  # 43
   tests/runtime/test_unmodified_scripts.py::test_a_worker_whose_training_raises_ends_a_local_step  # 22
   tests/runtime/test_keras_resume.py::test_mwms_fit_stops_on_sigusr1_with_a_checkpoint_and_resumes  # 79
