@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import List
 
 import pytest
-
 from test_unmodified_scripts import ENV, PY, ROOT, SCRIPTS, checkpoint_step, command_pids, wait_for_line
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(300),
