@@ -14,7 +14,8 @@
 #SBATCH --ntasks=3
 #SBATCH --cpus-per-task=1
 #SBATCH --signal=B:USR1@120             # the time-limit warning: stop, checkpoint, requeue (see the end)
-#SBATCH --requeue                       # the job may requeue itself (and be requeued after a node failure)
+#SBATCH --requeue                       # the job may requeue itself
+#SBATCH --no-kill                       # a failed node does not end the job: the step's supervisors decide
 #SBATCH --open-mode=append              # a requeued run appends to the same log
 #SBATCH --time=00:30:00
 #SBATCH --output=tf_mnist-%j.out
@@ -146,7 +147,7 @@ echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParam
 # The requeued run resumes from MODEL_DIR's last checkpoint.
 "$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" --target "$ITERATIONS" --max-requeues "$MAX_REQUEUES" \
     --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
-    srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
+    srun -l --kill-on-bad-exit=1 --no-kill --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
     "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" --sidecar-log-level "$PS_LOG_LEVEL" -- \
     "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" &

@@ -22,7 +22,8 @@
 #SBATCH --ntasks=1                      # parameter servers
 #SBATCH --cpus-per-task=1
 #SBATCH --signal=B:USR1@120             # the time-limit warning: stop, checkpoint, requeue (see the end)
-#SBATCH --requeue                       # the job may requeue itself (and be requeued after a node failure)
+#SBATCH --requeue                       # the job may requeue itself
+#SBATCH --no-kill                       # a failed node does not end the job: the step's supervisors decide
 #SBATCH --open-mode=append              # a requeued run appends to the same log
 #SBATCH --time=01:00:00
 #SBATCH --output=tf_hetjob-%j.out
@@ -139,7 +140,7 @@ echo "job $SLURM_JOB_ID: IB=$IB, chief=$CHIEF, ports: job-derived window: $TRAIN
 # component needs more CPUs per task, export SRUN_CPUS_PER_TASK, which applies to every component.)
 "$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" ${TARGET:+--target "$TARGET"} --max-requeues "$MAX_REQUEUES" \
     --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
-    srun --het-group="$groups" -l --kill-on-bad-exit=1 --mpi=none \
+    srun --het-group="$groups" -l --kill-on-bad-exit=1 --no-kill --mpi=none \
     "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec "${EXEC_OPTS[@]}" \
     --sidecar-log-level "$PS_LOG_LEVEL" -- "$PYTHON" "$TRAIN_SCRIPT" "${TRAIN_ARGS[@]}" &
 step=$!

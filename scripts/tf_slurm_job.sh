@@ -15,7 +15,8 @@
 #SBATCH --ntasks=3
 #SBATCH --cpus-per-task=1
 #SBATCH --signal=B:USR1@120             # the time-limit warning: stop, checkpoint, requeue (see the end)
-#SBATCH --requeue                       # the job may requeue itself (and be requeued after a node failure)
+#SBATCH --requeue                       # the job may requeue itself
+#SBATCH --no-kill                       # a failed node does not end the job: the step's supervisors decide
 #SBATCH --open-mode=append              # a requeued run appends to the same log
 #SBATCH --time=01:00:00
 #SBATCH --output=tf_job-%j.out
@@ -146,7 +147,7 @@ echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParam
 # scancel). The requeued run resumes from MODEL_DIR's last checkpoint.
 "$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" ${TARGET:+--target "$TARGET"} --max-requeues "$MAX_REQUEUES" \
     --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
-    srun -l --kill-on-bad-exit=1 --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
+    srun -l --kill-on-bad-exit=1 --no-kill --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
     "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec "${ROLES[@]}" \
     --sidecar-log-level "$PS_LOG_LEVEL" -- "$PYTHON" "$TRAIN_SCRIPT" "${TRAIN_ARGS[@]}" &

@@ -616,3 +616,33 @@ def test_job_times_and_requeue_job_read_slurms_answers():
     assert requeue_job("7", answer("", 1, "scontrol: error: x\nJob is not requeueable\n")) == "Job is not requeueable"
     assert requeue_job("7", answer("", 2)) == "2"
     assert requeue_job("7", answer("", -9)) == "killed by signal 9"
+
+
+# a step whose hub wrote its end (status 0, a task lost) but whose srun still waits, as `srun --no-kill` does for
+# the tasks of a lost node until Slurm marks the node down; FAKE_IGNORE_TERM=1: it ignores SIGTERM too
+LINGERING_SRUN = """#!/bin/bash
+if [ -n "$FAKE_IGNORE_TERM" ]; then trap '' TERM; else trap 'echo TERM > "$FAKE_DIR/termed"; exit 143' TERM; fi
+echo $$ > "$FAKE_DIR/srun.pid"
+printf '{"state": "ended", "status": %s, "updated_at": %s, "lost": [{"rank": 3}]}' "$FAKE_HUB_STATUS" \\
+    "$(date +%s.%N)" > "$TF_SLURM_STATUS_FILE"
+date +%s.%N > "$FAKE_DIR/ended"
+while :; do sleep 0.1; done
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("ignore_term", [False, True], ids=["ends-on-sigterm", "needs-sigkill"])
+def test_an_srun_waiting_for_a_lost_nodes_tasks_is_ended_and_the_hubs_status_kept(fake_slurm, ignore_term):
+    tmp_path, env = fake_slurm
+    (tmp_path / "bin" / "srun").write_text(LINGERING_SRUN)
+    env = {**env, "TF_SLURM_STATUS_FILE": str(tmp_path / "status.json"), "FAKE_HUB_STATUS": "0",
+           "FAKE_IGNORE_TERM": "1" if ignore_term else ""}
+    rc, log = _batch_step(tmp_path, env)
+    took = time.time() - float((tmp_path / "ended").read_text())
+    assert rc == 0, log
+    assert "the step ended with status 0 10 s ago (its supervisor's status file; 1 task(s) lost) but srun still runs" \
+        in log, log
+    assert re.search(r"srun exit status (143|137) \(ended by batch-step\); the step's: 0", log), log
+    assert (tmp_path / "termed").exists() != ignore_term
+    assert 10 <= took < (20 if ignore_term else 14), (took, log)  # the linger, then SIGTERM (and 5 s later SIGKILL)
+    assert "not requeued" not in log and "requeued job" not in log, log

@@ -247,7 +247,7 @@ done
 echo "job ${slurm.JOB_ID}: logs in ${settings.JOB_DIR}\""""
         # -l, not one log per task: in a heterogeneous step Slurm 22.05 expands --output's %j to each
         # component's own job id and numbers %t wrongly after component 0 (measured: rank 1 wrote task 2)
-        srun = f'srun --het-group={groups} --kill-on-bad-exit=1 --mpi=none -l'
+        srun = f'srun --het-group={groups} --kill-on-bad-exit=1 --no-kill --mpi=none -l'
         return prepare, srun
     prepare = f"""# Tasks, CPUs per task, workers, MB per CPU (srun --mem-per-cpu) and ports to reserve, from the job's
 # variables, each checked to be a plain integer by one tested helper (nothing here is evaluated).
@@ -267,7 +267,8 @@ fi
 echo "job ${slurm.JOB_ID}: $ntasks tasks ($workers not ps) on ${{{slurm.JOB_NODELIST}:-?}}," \\
      "$cpus_per_task CPU(s) and $mem_per_cpu MB per CPU per task; logs in ${settings.JOB_DIR}\""""
     task_log = os.path.join(_slurm_path(spec.jobs_root), "%j", job_folder.TASK_LOG_PATTERN)
-    srun = ('srun --kill-on-bad-exit=1 --mpi=none -n "$ntasks" -c "$cpus_per_task" --mem-per-cpu="${mem_per_cpu}M" '
+    srun = ('srun --kill-on-bad-exit=1 --no-kill --mpi=none -n "$ntasks" -c "$cpus_per_task" '
+            '--mem-per-cpu="${mem_per_cpu}M" '
             f'\\\n    "${{resv_ports[@]}}" --output={shlex.quote(task_log)} --open-mode=append')
     return prepare, srun
 
@@ -296,6 +297,7 @@ def script_text(spec: JobSpec) -> str:
 {_comment("  " + submitted)}
 # and released the job once its folder existed. The template's settings (scripts/tf_slurm_job.sh):
 #SBATCH --requeue
+#SBATCH --no-kill
 #SBATCH --open-mode=append
 #SBATCH --signal=B:USR1@{spec.warn_margin + SIGNAL_EARLY}
 

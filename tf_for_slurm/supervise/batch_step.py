@@ -18,6 +18,9 @@ signals only that shell), Slurm's answers (`slurm_job`: squeue, scontrol), timer
 - SIGTERM (scancel, preemption): passed on at once; no requeue follows.
 - A step told to stop that still runs DECIDE_BEFORE_END s before the end: decided without it (a
   requeue ends it; else it gets SIGTERM), or Slurm would end the job TIMEOUT, never requeued.
+- srun still running LINGER s after the step's supervisor wrote the step's end to its status file
+  (`plan.srun_after_end`: with `srun --no-kill`, srun waits for a lost node's tasks until Slurm
+  marks the node down): srun is ended, and the hub's status is the step's.
 - When the step ended: `plan.requeue.decide` with the checkpoint's step; a requeue runs
   `scontrol requeue $SLURM_JOB_ID` (the job must be requeueable: `#SBATCH --requeue`).
 The printed lines say when each thing happened, so the delays can be read from the job's log.
@@ -34,10 +37,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 
 from tf_for_slurm.errors import UsageError, bad_value
-from tf_for_slurm.host import settings, threads
+from tf_for_slurm.host import job_folder, settings, threads
 from tf_for_slurm.host.step_secret import with_secret
 from tf_for_slurm.plan.batch_settings import first_failure
 from tf_for_slurm.plan.requeue import START_GRACE, Decision, checkpoint_step, decide
+from tf_for_slurm.plan.srun_after_end import SrunAfterEnd
 from tf_for_slurm.plan.stop_relay import (
     Action,
     AskTimes,
@@ -97,13 +101,19 @@ class _Step:
         self.relay = StopRelay(warn_margin, start_grace)
         self.command = StepCommand()
         self.decide_now = threading.Event()  # set by DecideNow: stop waiting for srun
+        self.status_file = job_folder.status_path()  # where the step's supervisor writes its state
+        self.after_end: Optional[SrunAfterEnd] = None
+        self._status_seen = (0.0, 0.0)  # (when last looked, the file's mtime then)
 
     def start(self, command: List[str]) -> None:
         """Start srun (OSError when it cannot run)."""
         # every task of the step shares the secret its supervisors prove to each other (host/step_secret.py);
         # it goes only into srun's environment: never into our own, argv, the log or batch.json
         env = settings.environ()
+        started = time.time()
         pid = self.command.start(command, None if env.get(settings.SECRET) else with_secret(env))
+        if self.status_file:
+            self.after_end = SrunAfterEnd(started)
         self._do(self.relay.started(time.time(), pid))
 
     def handle(self, signo: int, _frame: object, when: Optional[float] = None) -> None:
@@ -171,9 +181,35 @@ class _Step:
                 got = poller.poll()
                 if got is not None:
                     self.handle(_signo(got[0]), None, got[1])
+            self._after_end(time.time())
             return self.decide_now.is_set()
 
         return self.command.wait(WARN_POLL, look)
+
+
+    def _after_end(self, now: float) -> None:
+        """Once a second: the status file, when it changed, until it says the step ended; then srun's end."""
+        watch = self.after_end
+        if watch is None or self.status_file is None or now - self._status_seen[0] < 1.0:
+            return
+        if watch.ended_at is None:
+            try:
+                mtime = os.stat(self.status_file).st_mtime
+            except OSError:
+                mtime = 0.0
+            if mtime != self._status_seen[1]:
+                watch.read(job_folder.read_json(self.status_file), now)
+            self._status_seen = (now, mtime)
+        else:
+            self._status_seen = (now, self._status_seen[1])
+        action = watch.action(now)
+        if action == "TERM":
+            lost = f"; {watch.lost} task(s) lost" if watch.lost else ""
+            _say(f"the step ended with status {watch.status} {watch.linger:g} s ago (its supervisor's status file"
+                 f"{lost}) but srun still runs, waiting for tasks that cannot report (a lost node: Slurm notices "
+                 "only after SlurmdTimeout): ending srun")
+        if action is not None:
+            self.command.send(_signo(action))
 
 
 @dataclass(frozen=True)
@@ -203,6 +239,10 @@ def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> Opti
     if rc is None:
         return None
     status = first_failure("".join(step.command.errors), rc)
+    after = step.after_end
+    if after is not None and after.ended_srun and after.status is not None:
+        _result(f"job {step.job_id}: srun exit status {rc} (ended by batch-step); the step's: {after.status}")
+        return after.status
     _result(f"job {step.job_id}: srun exit status {rc}")
     if rc != 0:
         _result(f"job {step.job_id}: exit status {status} (the first failing task's)")

@@ -1,0 +1,37 @@
+"""plan.srun_after_end: when batch-step ends an srun that outlives the step its hub has ended."""
+
+import pytest
+
+from tf_for_slurm.plan.srun_after_end import KILL_AFTER, LINGER, SrunAfterEnd
+
+ENDED = {"state": "ended", "status": 0, "updated_at": 105.0, "lost": [{"rank": 4}]}
+
+
+@pytest.mark.parametrize("status,counts", [
+    (None, False),  # no file (yet)
+    ({"state": "running", "status": None, "updated_at": 105.0}, False),
+    ({"state": "ending", "status": 0, "updated_at": 105.0}, False),  # decided, tasks still ending
+    ({**ENDED, "updated_at": 99.0}, False),  # an earlier run's file (before srun started at 100)
+    ({**ENDED, "status": "0"}, False),  # not what the hub writes
+    ({**ENDED, "updated_at": None}, False),
+    (ENDED, True),
+    ({**ENDED, "status": 69}, True),
+])
+def test_only_this_runs_ended_step_counts(status, counts):
+    watch = SrunAfterEnd(started=100.0)
+    watch.read(status, now=106.0)
+    assert (watch.ended_at is not None) == counts
+    assert watch.action(106.0 + LINGER) == ("TERM" if counts else None)
+
+
+def test_term_after_the_linger_then_kill_once_each_and_the_hubs_status_kept():
+    watch = SrunAfterEnd(started=100.0)
+    watch.read(ENDED, now=106.0)
+    watch.read({**ENDED, "status": 3}, now=107.0)  # the first end read is the one kept
+    assert (watch.status, watch.lost) == (0, 1)
+    assert not watch.ended_srun
+    assert watch.action(106.0 + LINGER - 0.1) is None
+    assert watch.action(106.0 + LINGER) == "TERM" and watch.ended_srun
+    assert watch.action(106.0 + LINGER + 1) is None
+    assert watch.action(106.0 + LINGER + KILL_AFTER) == "KILL"
+    assert watch.action(106.0 + LINGER + KILL_AFTER + 60) is None

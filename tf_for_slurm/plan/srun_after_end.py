@@ -1,0 +1,57 @@
+"""When srun outlives its step: the step's supervisor (the hub) has ended the step and said so in
+its status file, but srun still waits.  Pure: status-file readings and the clock in, an action out.
+
+Why: with `srun --no-kill` (the templates, so that a lost node does not end a step that can go on
+without it, plan.lost_task) srun waits for the tasks of a lost node until Slurm marks the node down,
+SlurmdTimeout later (300 s by default).  The hub knows the step's end long before: it writes
+"ended" as it exits, once its tasks have ended, and srun returns 1-2 s later when every task could
+report.  So srun gets LINGER s, then SIGTERM, then after KILL_AFTER more SIGKILL; batch-step then
+takes the hub's status as the step's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+LINGER = 10.0  # seconds srun may take to return after the hub wrote the step's end (it takes 1-2)
+KILL_AFTER = 5.0  # seconds from the SIGTERM to the SIGKILL
+
+
+class SrunAfterEnd:
+    """Fed the hub's status file as it is read; says when to end srun ('TERM', then 'KILL')."""
+
+    def __init__(self, started: float, linger: float = LINGER, kill_after: float = KILL_AFTER):
+        self.started = started  # wall clock when srun started: an older file is an earlier run's
+        self.linger, self.kill_after = linger, kill_after
+        self.ended_at: Optional[float] = None  # when we first read the step's end
+        self.status: Optional[int] = None  # the step's status, as the hub wrote it
+        self.lost = 0  # tasks the hub counted as lost
+        self._sent: Optional[str] = None
+        self._sent_at = 0.0
+
+    def read(self, status: Optional[Mapping[str, Any]], now: float) -> None:
+        """One reading of the status file (None: missing or unreadable)."""
+        if self.ended_at is not None or not status or status.get("state") != "ended":
+            return
+        updated, code = status.get("updated_at"), status.get("status")
+        if not isinstance(updated, (int, float)) or updated < self.started or not isinstance(code, int):
+            return
+        self.ended_at, self.status = now, code
+        self.lost = len(status.get("lost") or [])
+
+    def action(self, now: float) -> Optional[str]:
+        """'TERM' or 'KILL' when srun is to get that signal now (each once), else None."""
+        if self.ended_at is None:
+            return None
+        if self._sent is None and now - self.ended_at >= self.linger:
+            self._sent, self._sent_at = "TERM", now
+            return "TERM"
+        if self._sent == "TERM" and now - self._sent_at >= self.kill_after:
+            self._sent = "KILL"
+            return "KILL"
+        return None
+
+    @property
+    def ended_srun(self) -> bool:
+        """Whether srun was (or is being) ended here: its own status then says nothing of the step."""
+        return self._sent is not None
