@@ -501,7 +501,7 @@ def test_a_silent_pss_worker_is_lost_and_a_second_loss_of_the_last_one_ends_the_
     w = watch_roles("ps", "chief", "worker", "worker", silence=10.0)
     for rank in (0, 3):
         w.hear(rank, 8.0)
-    assert w.tick(15.0) == []  # worker 0 silent since 0.0: lost, worker 1 still there
+    assert w.tick(15.0) == [End((2,), 0)]  # worker 0 silent since 0.0: lost (told to leave, should it hear)
     assert 2 in w.lost and not w.decided
     assert w.closed(3, 16.0) == [End((0, 1), LOST_STATUS)]  # the last worker: nothing left to train on
     assert w.failure.rank == 3 and "was lost" in w.failure.reason

@@ -332,9 +332,11 @@ class StepWatch:
         self.lost[rank] = (reason, now)
         left = sum(1 for r in same if r not in self.lost)
         self._note(logging.WARNING, f"{self.name(rank)} {reason}: {going_on(why, left, len(same), role)}")
+        # a silent one may only be cut off: if it hears, it ends its command and leaves with 0
+        told: List[Action] = [] if closed else [End((rank,), 0)]
         if self.chief_done_at is not None and not self.decided and not self._training:
-            return self._succeed(now)
-        return []
+            return told + self._succeed(now)
+        return told
 
     def tick(self, now: float) -> List[Action]:
         """Time passes: silence, connection grace and the drain period."""
