@@ -94,6 +94,43 @@ class SlurmCluster:
         return self.run(["scontrol", "show", "config"], timeout=30).stdout
 
 
+def lose_node(cluster: SlurmCluster, node: str, job: str) -> List[int]:
+    """Emulate the crash of `node` while `job` runs there: SIGKILL its slurmd, the job's processes on it
+    (every process whose environment has that job and node) and their slurmstepd, all at once.  Slurm
+    notices only after SlurmdTimeout (300 s here), as on a real cluster.  The killed pids."""
+    targets = set()
+    want = {f"SLURM_JOB_ID={job}".encode(), f"SLURMD_NODENAME={node}".encode()}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            env = set(Path(f"/proc/{name}/environ").read_bytes().split(b"\0"))
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        if want <= env:
+            targets.add(int(name))
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            try:
+                if Path(f"/proc/{parent}/comm").read_text().strip() == "slurmstepd":
+                    targets.add(parent)
+            except OSError:
+                pass
+    slurmd = int((cluster.dir / "run" / f"slurmd-{node}.pid").read_text().split()[0])
+    for pid in [slurmd, *sorted(targets)]:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    return [slurmd, *sorted(targets)]
+
+
+def restore_nodes(cluster: SlurmCluster) -> None:
+    """Start again every slurmd that is not running (after lose_node)."""
+    res = _script("up", "--nodes", str(cluster.nodes), timeout=300, env={"TF_SLURM_LOCAL_DIR": str(cluster.dir)})
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
 def _script(action: str, *extra: str, timeout: float,
             env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT), action, *extra], capture_output=True, text=True, timeout=timeout,
