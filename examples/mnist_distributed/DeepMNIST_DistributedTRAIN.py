@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -75,13 +75,24 @@ class WaitForChiefInitHook(v1.train.SessionRunHook):
         with v1.name_scope("wait_for_chief"):
             not_ready = v1.report_uninitialized_variables(v1.global_variables())
         deadline = time.monotonic() + self._deadline_s
-        with v1.Session(self._master, graph=graph, config=self._config) as sess:
-            while True:
-                if len(sess.run(not_ready)) == 0:
-                    return
+        while True:
+            try:
+                with v1.Session(self._master, graph=graph, config=self._config) as sess:
+                    return self._poll(lambda: len(sess.run(not_ready)) == 0, deadline)
+            except (tf.errors.AbortedError, tf.errors.UnavailableError) as exc:
+                # what MonitoredSession recovers from too, with a new session: gRPC may deliver one
+                # request twice under load ("The same RunGraph request was received twice": seen on
+                # 2 busy cores), or a ps may still be starting
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"chief did not initialise the model within {self._deadline_s:.0f} s")
+                    raise
+                log.warning("waiting for the chief: %s; opening a new session", type(exc).__name__)
                 time.sleep(self._interval_s)
+
+    def _poll(self, ready: Callable[[], bool], deadline: float) -> None:
+        while not ready():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"chief did not initialise the model within {self._deadline_s:.0f} s")
+            time.sleep(self._interval_s)
 
 
 def DistributedTrain(*args: Any, **kwargs: Any) -> dict:

@@ -439,3 +439,46 @@ def test_tf2_parameter_server(tmp_path, data_dir):
     assert r.stdout.count("said done (status 0)") == 3  # ps:0, worker:0, worker:1 all released
     m = _metrics(str(tmp_path))
     assert m["workers"] == 2 and m["accuracy"] > 0.5, m
+
+
+@pytest.mark.tf
+@pytest.mark.timeout(120)
+def test_a_non_chief_waiting_for_the_chief_opens_a_new_session_after_a_transient_grpc_error(monkeypatch):
+    """CI, 2 busy cores: the ps answered the waiting worker's first poll with AbortedError ("The same
+    RunGraph request was received twice", gRPC delivered it twice) and the worker failed the step.
+    MonitoredSession recovers from that error with a new session; the example's wait does too."""
+    import tensorflow as tf
+
+    import DeepMNIST_DistributedTRAIN as example
+
+    answers = [tf.errors.AbortedError(None, None, "The same RunGraph (Worker) request was received twice"),
+               tf.errors.UnavailableError(None, None, "Socket closed"), ["w"], []]
+    opened = []
+
+    class Session:
+        def __init__(self, master, graph, config):
+            opened.append(master)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def run(self, _fetch):
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    with tf.Graph().as_default():
+        tf.compat.v1.Variable(1.0, name="v")
+        monkeypatch.setattr(example.v1, "Session", Session)
+        example.WaitForChiefInitHook("grpc://ps:1", None, deadline_s=30, interval_s=0.01).begin()
+    assert answers == [] and len(opened) == 3, (answers, opened)
+
+    answers[:] = [tf.errors.AbortedError(None, None, "again")]
+    with tf.Graph().as_default():
+        tf.compat.v1.Variable(1.0, name="v")
+        with pytest.raises(tf.errors.AbortedError):  # bounded: past its deadline it gives up
+            example.WaitForChiefInitHook("grpc://ps:1", None, deadline_s=0, interval_s=0.01).begin()
