@@ -185,8 +185,7 @@ def _check_requeued_and_completed(job: dict) -> int:
     decided_running = ends.count("")
     assert log.count("deciding now, from the last checkpoint") == decided_running, log[-6000:]
     assert ends[-1] == "0" or AT_TARGET in log, (ends, log[-6000:])
-    stopped = restarts - ends[:-1].count("")
-    assert stopped >= 1, (ends, log[-6000:])  # at least one requeue followed a stop the tasks made themselves
+    stopped = restarts - ends[:-1].count("")  # requeues that followed a stop the tasks made themselves
     # every requeue came from the warning, each resumed run started where the last checkpoint was
     assert re.search(r"SIGUSR1 \(\d+ s before the time limit\): telling the step's tasks to stop", log), log[-6000:]
     assert "not requeued" not in log.replace(AT_TARGET, ""), log
@@ -245,6 +244,16 @@ def test_tf2_examples_checkpoint_requeue_and_resume_to_the_target(requeued, name
     ckpt, requeue = _delays(job["log"])
     assert len(ckpt) >= stopped and len(requeue) == restarts, job["log"][-6000:]
     print(f"\n{name}: {restarts} requeue(s); told->checkpoint {ckpt} s; told->requeued {requeue} s")
+
+
+@pytest.mark.timeout(660)
+def test_at_least_one_requeue_followed_a_stop_the_tasks_made_themselves(requeued):
+    """Per job, either end of a warned run is correct: the tasks stop at their next step, or batch-step
+    decides at its deadline while the step still runs (one line says so).  Which one a job gets depends
+    on how busy the 2 cores are in those 12 s (CI: a TF1 run's worker 1 was silent for 12 s as the other
+    jobs started), so the stop the tasks make themselves is required of the three jobs together."""
+    stopped = {name: _check_requeued_and_completed(requeued[name]) for name in ("tf1", "mwms", "pss")}
+    assert sum(stopped.values()) >= 1, stopped
 
 
 @pytest.mark.timeout(660)
