@@ -21,6 +21,16 @@ def test_batch_settings_values():
     assert batch_settings(no_cpus, num_ps="1")["CPUS_PER_TASK"] == 1
 
 
+def test_spare_nodes_leave_the_allocations_last_nodes_out_of_the_step():
+    """sbatch -N3 -n3 with SPARE_NODES=1: the step's 2 tasks on the first 2 nodes (-N3 -n2 would get 2 nodes)."""
+    env = {**ENV, "SLURM_NTASKS": "3", "SLURM_TASKS_PER_NODE": "1(x3)"}
+    assert batch_settings(env, num_ps="0", spare_nodes=1) == {"NTASKS": 2, "CPUS_PER_TASK": 2, "NUM_WORKERS": 2,
+                                                              "MEM_PER_CPU": 512, "RESV_PORTS": 2}
+    assert batch_settings(ENV, num_ps="1", spare_nodes=2)["NTASKS"] == 3  # 3,2,1: the first node's
+    with pytest.raises(UsageError, match=r"SPARE_NODES=3 leaves no node for the step: the allocation has 3 "):
+        batch_settings(ENV, num_ps="0", spare_nodes=3)
+
+
 @pytest.mark.parametrize("env,kwargs,needle", [
     ({"SLURM_NTASKS": "a[$(touch x)]"}, {}, "SLURM_NTASKS='a[$(touch x)]'"),
     ({"SLURM_NTASKS": "+6"}, {}, "SLURM_NTASKS='+6'"),

@@ -2,9 +2,9 @@
 
 import pytest
 
-from tf_for_slurm.plan.srun_after_end import KILL_AFTER, LINGER, SrunAfterEnd
+from tf_for_slurm.plan.srun_after_end import KILL_AFTER, LINGER, LOST_KILL_AFTER, LOST_LINGER, SrunAfterEnd
 
-ENDED = {"state": "ended", "status": 0, "updated_at": 105.0, "lost": [{"rank": 4}]}
+ENDED = {"state": "ended", "status": 0, "updated_at": 105.0, "lost": []}
 
 
 @pytest.mark.parametrize("status,counts", [
@@ -28,10 +28,36 @@ def test_term_after_the_linger_then_kill_once_each_and_the_hubs_status_kept():
     watch = SrunAfterEnd(started=100.0)
     watch.read(ENDED, now=106.0)
     watch.read({**ENDED, "status": 3}, now=107.0)  # the first end read is the one kept
-    assert (watch.status, watch.lost) == (0, 1)
+    assert (watch.status, watch.lost) == (0, 0)
     assert not watch.ended_srun
     assert watch.action(106.0 + LINGER - 0.1) is None
     assert watch.action(106.0 + LINGER) == "TERM" and watch.ended_srun
     assert watch.action(106.0 + LINGER + 1) is None
     assert watch.action(106.0 + LINGER + KILL_AFTER) == "KILL"
     assert watch.action(106.0 + LINGER + KILL_AFTER + 60) is None
+
+
+def test_a_task_failure_srun_reported_starts_the_linger_and_the_hubs_later_status_is_still_taken():
+    watch = SrunAfterEnd(started=100.0)
+    watch.task_failed(now=110.0, status=1)
+    watch.task_failed(now=112.0, status=1)  # the first report counts
+    assert watch.action(110.0 + LINGER - 0.1) is None
+    watch.read(ENDED, now=111.0)  # the hub's status is the step's
+    assert watch.status == 0
+    assert watch.action(110.0 + LINGER) == "TERM"
+    assert watch.action(110.0 + LINGER + KILL_AFTER) == "KILL"
+
+
+@pytest.mark.parametrize("feed", ["hub-counted-a-task-lost", "hub-status-69", "a-task-that-lost-the-hub"])
+def test_a_step_that_lost_a_task_gets_the_short_linger(feed):
+    """srun then waits for a node that will not answer, even after SIGTERM, and a relaunch waits for it."""
+    watch = SrunAfterEnd(started=100.0)
+    if feed == "hub-counted-a-task-lost":
+        watch.read({**ENDED, "lost": [{"rank": 4}]}, now=110.0)
+    elif feed == "hub-status-69":
+        watch.read({**ENDED, "status": 69}, now=110.0)
+    else:
+        watch.task_failed(now=110.0, status=69)  # the hub's own node lost: the others end 69
+    assert watch.action(110.0 + LOST_LINGER - 0.1) is None
+    assert watch.action(110.0 + LOST_LINGER) == "TERM"
+    assert watch.action(110.0 + LOST_LINGER + LOST_KILL_AFTER) == "KILL"

@@ -640,9 +640,104 @@ def test_an_srun_waiting_for_a_lost_nodes_tasks_is_ended_and_the_hubs_status_kep
     rc, log = _batch_step(tmp_path, env)
     took = time.time() - float((tmp_path / "ended").read_text())
     assert rc == 0, log
-    assert "the step ended with status 0 10 s ago (its supervisor's status file; 1 task(s) lost) but srun still runs" \
+    assert "the step ended with status 0 3 s ago (its supervisor's status file; 1 task(s) lost) but srun still runs" \
         in log, log
     assert re.search(r"srun exit status (143|137) \(ended by batch-step\); the step's: 0", log), log
     assert (tmp_path / "termed").exists() != ignore_term
-    assert 10 <= took < (20 if ignore_term else 14), (took, log)  # the linger, then SIGTERM (and 5 s later SIGKILL)
+    assert 3 <= took < 12, (took, log)  # the lost-task linger, then SIGTERM (and 2 s later SIGKILL)
     assert "not requeued" not in log and "requeued job" not in log, log
+
+
+# a step that loses a node: the first srun writes the hub's status file (FAKE_STATUS, with "NOW" for the time)
+# and ends as FAKE_FIRST says ("69": srun reports two tasks' 69 and exits 69; "linger": it reports them but then
+# waits, as srun --no-kill does for a lost node's task); every later srun records its words and exits 0
+RELAUNCH_SRUN = """#!/bin/bash
+echo $$ > "$FAKE_DIR/srun.pid"
+n=$(ls "$FAKE_DIR"/argv.* 2>/dev/null | wc -l)
+printf '%s\\n' "$@" > "$FAKE_DIR/argv.$n"
+[ "$n" = 0 ] || exit 0
+echo "${FAKE_STATUS//NOW/$(date +%s.%N)}" > "$TF_SLURM_JOB_DIR/status.json"
+echo 'model_checkpoint_path: "model.ckpt-400"' > "$FAKE_DIR/checkpoint"
+echo "srun: error: $FAKE_FAILED: Exited with exit code 69" >&2
+[ "$FAKE_FIRST" = linger ] || exit 69
+trap 'exit 143' TERM
+while :; do sleep 0.1; done
+"""
+TF1_ROWS = [[0, "ps", 0, "node1", "running", None, 0, None], [1, "worker", 0, "node2", "running", None, 0, None],
+            [2, "worker", 1, "node3", "running", None, 0, None]]
+
+
+def _status(state, lost_rank=None, first=None):
+    rows = [list(r) for r in TF1_ROWS]
+    if lost_rank is not None:
+        rows[lost_rank][4] = "lost"
+    return json.dumps({"state": state, "status": 69 if state == "ended" else None, "updated_at": "NOW",
+                       "chief": 1, "first_failure": first, "lost": [], "tasks": rows}).replace('"NOW"', "NOW")
+
+
+def _relaunch_run(tmp_path, env, nodelist, *extra):
+    (tmp_path / "bin" / "srun").write_text(RELAUNCH_SRUN)
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-300"\n')
+    env = {**env, "TF_SLURM_JOB_DIR": str(job_dir), "SLURM_JOB_NODELIST": nodelist}
+    env.pop("TF_SLURM_STATUS_FILE", None)
+    r = subprocess.run([PY, "-m", "tf_for_slurm", "batch-step", "--checkpoint-dir", str(tmp_path), "--target", "800",
+                        *GRACE_0, *extra, "--", "srun", "-l", "--mem-per-cpu=100M", "-n", "3", "python", "train.py",
+                        "--mem=7"], env=env, capture_output=True, text=True, timeout=60)
+    argv = [(tmp_path / f"argv.{i}").read_text().split("\n")[:-1] for i in range(3) if (tmp_path / f"argv.{i}").exists()]
+    batch = json.loads((job_dir / "batch.json").read_text())
+    return r.returncode, r.stdout + r.stderr, argv, batch
+
+
+@pytest.mark.timeout(60)
+def test_a_step_that_lost_its_ps_node_is_relaunched_at_once_on_a_spare(fake_slurm):
+    """TF1: the hub (worker 0) counted the ps lost and ended the step with 69: batch-step starts it again
+    on node2, node3 and the spare node4, without node1 (the dead step still holds its resources there:
+    --overlap --mem=0), and the job is not requeued."""
+    tmp_path, env = fake_slurm
+    env = {**env, "FAKE_STATUS": _status("ended", 0, {"rank": 0, "node": "node1", "status": 69}),
+           "FAKE_FAILED": "node[2-3]: tasks 1-2", "FAKE_FIRST": "69"}
+    rc, log, argv, batch = _relaunch_run(tmp_path, env, "node[1-4]", "--spare-nodes", "1")
+    assert rc == 0, log
+    assert argv[0] == ["-l", "--mem-per-cpu=100M", "-n", "3", "--nodes=3", "python", "train.py", "--mem=7"], argv
+    assert argv[1] == ["-l", "-n", "3", "--overlap", "--mem=0", "--nodes=3", "--nodelist=node2,node3,node4",
+                       "--exclude=node1", "python", "train.py", "--mem=7"], argv
+    assert re.search(r"relaunch 1 of 2: lost node1; starting the step again at once on node2,node3,node4 \(node4 in "
+                     r"place of node1\), [0-9.]+ s after the step ended; it resumes from the checkpoint at global step "
+                     r"400", log), log
+    assert [(r["lost"], r["spares"], r["checkpoint"]) for r in batch["relaunches"]] == [(["node1"], ["node4"], 400)]
+    assert "scontrol.args" not in os.listdir(tmp_path), log  # no requeue
+
+
+@pytest.mark.timeout(60)
+def test_a_step_that_lost_its_hubs_node_is_ended_and_relaunched_without_it(fake_slurm):
+    """The hub's own node (worker 0 on node2) lost: it writes no end; the others end (69) and srun waits
+    for it.  batch-step ends srun 3 s after it reported the failures and relaunches without node2."""
+    tmp_path, env = fake_slurm
+    env = {**env, "FAKE_STATUS": _status("running"), "FAKE_FAILED": "node1: task 0", "FAKE_FIRST": "linger"}
+    rc, log, argv, batch = _relaunch_run(tmp_path, env, "node[1-4]", "--spare-nodes", "1")
+    assert rc == 0, log
+    assert "the step ended 3 s ago (srun reported a task's failure) but srun still runs" in log, log
+    assert "--nodelist=node1,node3,node4" in argv[1] and "--exclude=node2" in argv[1], argv
+    assert "relaunch 1 of 2: lost node2;" in log, log
+
+
+@pytest.mark.timeout(60)
+def test_without_a_healthy_node_to_spare_the_requeue_decision_follows(fake_slurm):
+    tmp_path, env = fake_slurm
+    env = {**env, "FAKE_STATUS": _status("ended", 2), "FAKE_FAILED": "node[1-2]: tasks 0-1", "FAKE_FIRST": "69"}
+    rc, log, argv, batch = _relaunch_run(tmp_path, env, "node[1-3]")
+    assert rc == 0 and len(argv) == 1, (log, argv)
+    assert "lost node3; not relaunched in the allocation: 2 healthy node(s) left of the allocation's 3, the step " \
+           "needs 3" in log, log
+    assert "requeued job 77" in log and "a task was lost" in log, log
+    assert "relaunches" not in batch
+
+
+@pytest.mark.timeout(60)
+def test_the_relaunch_budget_is_a_bound(fake_slurm):
+    tmp_path, env = fake_slurm
+    env = {**env, "FAKE_STATUS": _status("ended", 2), "FAKE_FAILED": "node[1-2]: tasks 0-1", "FAKE_FIRST": "69"}
+    rc, log, argv, batch = _relaunch_run(tmp_path, env, "node[1-4]", "--spare-nodes", "1", "--max-relaunches", "0")
+    assert len(argv) == 1 and "relaunch" not in log and "requeued job 77" in log, log

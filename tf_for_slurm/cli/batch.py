@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-ps", type=int, default=0, help="smallest NUM_PS allowed (default 0)")
     parser.add_argument("--mem-per-task-mb", default="",
                         help="MB per task (MEM_PER_TASK_MB); empty: from the allocation, partition or nodes")
+    parser.add_argument("--spare-nodes", default="0", help="nodes left free by the step (SPARE_NODES): the tasks "
+                        "counted are those on the other nodes")
     parser.add_argument("--partition", help=f"partition to read from --partition-info (default {slurm.JOB_PARTITION})")
     parser.add_argument("--partition-info", metavar="FILE|-", help="`scontrol show partition` output")
     parser.add_argument("--node-info", metavar="FILE|-", help="`scontrol show node` output")
@@ -35,7 +37,8 @@ def main(args: argparse.Namespace) -> int:
     values = batch_settings(
         environ(), num_ps=args.num_ps, min_ps=args.min_ps, mem_per_task_mb=args.mem_per_task_mb,
         partition_info=read_source(args.partition_info, "--partition-info", stdin_used),
-        node_info=read_source(args.node_info, "--node-info", stdin_used), partition=args.partition)
+        node_info=read_source(args.node_info, "--node-info", stdin_used), partition=args.partition,
+        spare_nodes=strict_int(args.spare_nodes, "--spare-nodes"))
     print(" ".join(str(values[k]) for k in SETTINGS))
     return 0
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import List, Mapping
 
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, slurm
 from tf_for_slurm.plan.batch_settings import strict_int
 from tf_for_slurm.plan.requeue import START_GRACE
+from tf_for_slurm.plan.srun_command import is_srun
+from tf_for_slurm.plan.step import expand_nodelist
 from tf_for_slurm.supervise import batch_step
 
 
@@ -32,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start-grace", metavar="SECONDS", default=None,
                         help=f"seconds after the step started before a stop is passed on to its tasks (their "
                              f"start-up cannot take a signal yet; default {START_GRACE:g})")
+    parser.add_argument("--max-relaunches", metavar="N", help="times a step that lost a node is started again at once "
+                        "on the allocation's healthy nodes, before any requeue (default: "
+                        f"{settings.MAX_RELAUNCHES}, else {settings.default_int(settings.MAX_RELAUNCHES)}; 0: off)")
+    parser.add_argument("--spare-nodes", metavar="K", help="nodes of the allocation the first step leaves free "
+                        "(srun --nodes=ALLOCATED-K) to take a lost node's place (default: "
+                        f"{settings.SPARE_NODES}, else 0)")
     parser.add_argument("--no-requeue", action="store_true", help="never requeue (the decision is still logged)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- srun ARGS...")
 
@@ -56,6 +65,26 @@ def main(args: argparse.Namespace) -> int:
     if args.checkpoint_dir and not os.path.isdir(args.checkpoint_dir):
         raise UsageError(bad_value("--checkpoint-dir", args.checkpoint_dir, "an existing directory"))
     restarts = settings.count_from(env, slurm.RESTART_COUNT, 0)
+    relaunches, spares, allocation = _relaunch_options(args, env, command)
     return batch_step.run_step(command, job, restarts=restarts, max_requeues=limit, warn_margin=margin,
                                target=target, checkpoint_dir=args.checkpoint_dir, warn_file=args.warn_file,
-                               requeue=not args.no_requeue, start_grace=grace)
+                               requeue=not args.no_requeue, start_grace=grace, max_relaunches=relaunches,
+                               allocation=allocation, spare_nodes=spares)
+
+
+def _relaunch_options(args: argparse.Namespace, env: Mapping[str, str], command: List[str]) -> tuple:
+    """(--max-relaunches, --spare-nodes, the allocation's nodes), checked."""
+    relaunches = (strict_int(args.max_relaunches, "--max-relaunches") if args.max_relaunches is not None
+                  else settings.count_from(env, settings.MAX_RELAUNCHES, settings.default_int(settings.MAX_RELAUNCHES)))
+    spares = (strict_int(args.spare_nodes, "--spare-nodes") if args.spare_nodes is not None
+              else settings.count_from(env, settings.SPARE_NODES, 0))
+    nodelist = env.get(slurm.JOB_NODELIST, "")
+    allocation = expand_nodelist(nodelist, slurm.JOB_NODELIST) if nodelist else ()
+    if spares and len(allocation) <= spares:
+        raise UsageError(bad_value("--spare-nodes", spares, f"fewer than the allocation's {len(allocation)} node(s) "
+                                   f"({slurm.JOB_NODELIST}={nodelist!r})"))
+    if (spares or relaunches) and not is_srun(command):
+        if spares:
+            raise UsageError(bad_value("--spare-nodes", spares, "a step command that runs srun"))
+        relaunches = 0  # a relaunch changes srun's options: another command is run once, as given
+    return relaunches, spares, allocation

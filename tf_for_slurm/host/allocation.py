@@ -90,13 +90,14 @@ def memory_per_task(
 
 def batch_settings(env: Mapping[str, str], *, num_ps: str, min_ps: int = 0, mem_per_task_mb: str = "",
                    partition_info: Optional[str] = None, node_info: Optional[str] = None,
-                   partition: Optional[str] = None) -> Dict[str, int]:
+                   partition: Optional[str] = None, spare_nodes: int = 0) -> Dict[str, int]:
     """The template's numbers (plan.batch_settings.SETTINGS) from the job's environment and its
     settings (all given as text): SLURM_NTASKS, SLURM_CPUS_PER_TASK, SLURM_TASKS_PER_NODE, and the
     memory from MEM_PER_TASK_MB, else from the allocation, partition or nodes (`memory_per_task`)."""
     ntasks, cpus, workers, busiest = job_counts(
         ntasks=env.get(slurm.NTASKS), cpus_per_task=env.get(slurm.CPUS_PER_TASK),
-        tasks_per_node=env.get(slurm.TASKS_PER_NODE), num_ps=num_ps, min_ps=min_ps, names=_BATCH_NAMES)
+        tasks_per_node=env.get(slurm.TASKS_PER_NODE), num_ps=num_ps, min_ps=min_ps, names=_BATCH_NAMES,
+        spare_nodes=spare_nodes)
     if mem_per_task_mb:
         mem_per_cpu = mem_per_cpu_for_task(mem_per_task_mb, cpus)
     else:

@@ -102,6 +102,10 @@ PROGRESS_DEADLINE = _setting("TF_SLURM_PROGRESS_DEADLINE", "seconds", "0", "a co
                              "(`0`: off)")
 # -- batch-step ----------------------------------------------------------------------------------
 MAX_REQUEUES = _setting("TF_SLURM_MAX_REQUEUES", "int", "10", "batch-step: requeues allowed")
+MAX_RELAUNCHES = _setting("TF_SLURM_MAX_RELAUNCHES", "int", "2", "batch-step: times a step that lost a node is "
+                          "started again at once on the allocation's healthy nodes (then: requeue decision)")
+SPARE_NODES = _setting("TF_SLURM_SPARE_NODES", "int", "0", "batch-step: nodes of the allocation the first step "
+                       "leaves free, to take a lost node's place (`tf-slurm submit --spare-nodes`)")
 WARN_MARGIN = _setting("TF_SLURM_WARN_MARGIN", "int", "60", "batch-step: seconds before the time limit at "
                        "which the tasks are told to stop")
 # -- the job folder (tf-slurm submit, status, logs) -----------------------------------------------

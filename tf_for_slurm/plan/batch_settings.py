@@ -42,8 +42,10 @@ def strict_int(value: object, name: str, minimum: int = 0, maximum: Optional[int
 
 
 def job_counts(*, ntasks: Optional[str], cpus_per_task: Optional[str], tasks_per_node: Optional[str],
-               num_ps: str, min_ps: int = 0, names: Optional[Mapping[str, str]] = None) -> Tuple[int, int, int, int]:
-    """(tasks, CPUs per task, workers, tasks on the busiest node) from the job's values as text.
+               num_ps: str, min_ps: int = 0, names: Optional[Mapping[str, str]] = None,
+               spare_nodes: int = 0) -> Tuple[int, int, int, int]:
+    """(tasks, CPUs per task, workers, tasks on the busiest node) from the job's values as text; with
+    `spare_nodes`, of the step that leaves the allocation's last nodes free (a lost node's replacements).
 
     Unset or empty `cpus_per_task` is 1 and `tasks_per_node` is every task on one node.  `names`
     says where the values came from ({'ntasks': ..., 'cpus_per_task': ..., 'tasks_per_node': ...}),
@@ -55,12 +57,19 @@ def job_counts(*, ntasks: Optional[str], cpus_per_task: Optional[str], tasks_per
         raise UsageError(f"{nt_name} is not set: expected sbatch --ntasks (or -n)")
     count = strict_int(ntasks, nt_name, 1, MAX_TASKS)
     cpus = strict_int(cpus_per_task or "1", names.get("cpus_per_task", "cpus_per_task"), 1, 1 << 20)
+    per_node = parse_tasks_per_node(tasks_per_node or str(count), names.get("tasks_per_node", "tasks_per_node"))
+    if spare_nodes:
+        if len(per_node) <= spare_nodes:
+            raise UsageError(f"SPARE_NODES={spare_nodes} leaves no node for the step: the allocation has "
+                             f"{len(per_node)} ({names.get('tasks_per_node', 'tasks_per_node')}={tasks_per_node!r}); "
+                             f"expected sbatch --nodes=N+{spare_nodes}")
+        per_node = per_node[:-spare_nodes]
+        count = sum(per_node)
     n_ps = strict_int(num_ps, "NUM_PS", min_ps, MAX_TASKS)
     if count - n_ps < 1:
         raise UsageError(f"NUM_PS={n_ps} leaves no worker in {count} tasks ({nt_name}): expected at most "
                          f"{count - 1}")
-    busiest = max(parse_tasks_per_node(tasks_per_node or str(count), names.get("tasks_per_node", "tasks_per_node")))
-    return count, cpus, count - n_ps, busiest
+    return count, cpus, count - n_ps, max(per_node)
 
 
 def mem_per_cpu_for_task(mem_per_task_mb: str, cpus_per_task: int) -> int:

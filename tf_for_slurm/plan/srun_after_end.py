@@ -6,15 +6,23 @@ without it, plan.lost_task) srun waits for the tasks of a lost node until Slurm 
 SlurmdTimeout later (300 s by default).  The hub knows the step's end long before: it writes
 "ended" as it exits, once its tasks have ended, and srun returns 1-2 s later when every task could
 report.  So srun gets LINGER s, then SIGTERM, then after KILL_AFTER more SIGKILL; batch-step then
-takes the hub's status as the step's.
+takes the hub's status as the step's.  The same when the hub's own node was lost: it writes nothing,
+but srun reports the other tasks' failure (they end when they lose the hub) and then waits for it;
+the first failing task's status is then the step's.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from tf_for_slurm.plan.requeue import LOST_STATUS
+
 LINGER = 10.0  # seconds srun may take to return after the hub wrote the step's end (it takes 1-2)
 KILL_AFTER = 5.0  # seconds from the SIGTERM to the SIGKILL
+# when the step ended because a task was lost (LOST_STATUS, or the hub counted one lost): srun waits
+# for that task's node, which will not answer (after SIGTERM too: "Waiting up to 7 seconds for job
+# step to finish", measured), and a relaunch waits for srun
+LOST_LINGER, LOST_KILL_AFTER = 3.0, 2.0
 
 
 class SrunAfterEnd:
@@ -23,7 +31,7 @@ class SrunAfterEnd:
     def __init__(self, started: float, linger: float = LINGER, kill_after: float = KILL_AFTER):
         self.started = started  # wall clock when srun started: an older file is an earlier run's
         self.linger, self.kill_after = linger, kill_after
-        self.ended_at: Optional[float] = None  # when we first read the step's end
+        self.ended_at: Optional[float] = None  # when we first read the step's end (or srun's task failure)
         self.status: Optional[int] = None  # the step's status, as the hub wrote it
         self.lost = 0  # tasks the hub counted as lost
         self._sent: Optional[str] = None
@@ -31,13 +39,26 @@ class SrunAfterEnd:
 
     def read(self, status: Optional[Mapping[str, Any]], now: float) -> None:
         """One reading of the status file (None: missing or unreadable)."""
-        if self.ended_at is not None or not status or status.get("state") != "ended":
+        if self.status is not None or not status or status.get("state") != "ended":
             return
         updated, code = status.get("updated_at"), status.get("status")
         if not isinstance(updated, (int, float)) or updated < self.started or not isinstance(code, int):
             return
-        self.ended_at, self.status = now, code
+        self.status = code
+        self.ended_at = now if self.ended_at is None else self.ended_at
         self.lost = len(status.get("lost") or [])
+        if self.lost or code == LOST_STATUS:
+            self._lost()
+
+    def task_failed(self, now: float, status: int) -> None:
+        """srun reported a task's failure with `status` (under exec, every task then ends within seconds)."""
+        if self.ended_at is None:
+            self.ended_at = now
+        if status == LOST_STATUS:  # a task that lost the hub: the hub's node may be lost
+            self._lost()
+
+    def _lost(self) -> None:
+        self.linger, self.kill_after = min(self.linger, LOST_LINGER), min(self.kill_after, LOST_KILL_AFTER)
 
     def action(self, now: float) -> Optional[str]:
         """'TERM' or 'KILL' when srun is to get that signal now (each once), else None."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from tf_for_slurm.host.job_folder import batch_path, write_json
 
@@ -35,6 +35,14 @@ class BatchRecord:
         except OSError as exc:
             self._say(f"cannot write {self.path}: {exc.strerror or exc}")
             self.path = None
+
+    def relaunched(self, lost: Sequence[str], nodes: Sequence[str], spares: Sequence[str],
+                   checkpoint: Optional[int]) -> None:
+        """The step lost `lost` and was started again on `nodes` (`spares` taking the lost ones' places)."""
+        self.data.setdefault("relaunches", []).append(
+            {"at": round(time.time(), 3), "lost": list(lost), "nodes": list(nodes), "spares": list(spares),
+             "checkpoint": checkpoint})
+        self._write()
 
     def end(self, status: Optional[int], checkpoint: Optional[int], reason: str, requeued: bool) -> None:
         """The run was decided: its step ended with `status`, or still ran (None: decided at the

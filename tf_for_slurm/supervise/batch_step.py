@@ -34,14 +34,17 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings, threads
 from tf_for_slurm.host.step_secret import with_secret
+from tf_for_slurm.plan import relaunch
 from tf_for_slurm.plan.batch_settings import first_failure
+from tf_for_slurm.plan.relaunch import srun_ended_ranks
 from tf_for_slurm.plan.requeue import START_GRACE, Decision, checkpoint_step, decide
 from tf_for_slurm.plan.srun_after_end import SrunAfterEnd
+from tf_for_slurm.plan.srun_command import with_nodes
 from tf_for_slurm.plan.stop_relay import (
     Action,
     AskTimes,
@@ -98,19 +101,23 @@ class _Step:
 
     def __init__(self, job_id: str, warn_margin: float, start_grace: float = START_GRACE):
         self.job_id = job_id
+        self.warn_margin, self.start_grace = warn_margin, start_grace
         self.relay = StopRelay(warn_margin, start_grace)
         self.command = StepCommand()
         self.decide_now = threading.Event()  # set by DecideNow: stop waiting for srun
         self.status_file = job_folder.status_path()  # where the step's supervisor writes its state
         self.after_end: Optional[SrunAfterEnd] = None
         self._status_seen = (0.0, 0.0)  # (when last looked, the file's mtime then)
+        self.started: Optional[float] = None  # wall clock when srun started
+        self.retired = False  # a relaunch replaced this srun: its timers do nothing when they fire
+        self.ended_at: Optional[float] = None  # wall clock when srun returned
 
     def start(self, command: List[str]) -> None:
         """Start srun (OSError when it cannot run)."""
         # every task of the step shares the secret its supervisors prove to each other (host/step_secret.py);
         # it goes only into srun's environment: never into our own, argv, the log or batch.json
         env = settings.environ()
-        started = time.time()
+        started = self.started = time.time()
         pid = self.command.start(command, None if env.get(settings.SECRET) else with_secret(env))
         if self.status_file:
             self.after_end = SrunAfterEnd(started)
@@ -140,7 +147,15 @@ class _Step:
         timer.daemon = True
         threads.start(timer)
 
+    def hub_status(self) -> Optional[Dict[str, Any]]:
+        """The step's status file, when this srun's step (its hub) wrote it."""
+        status = job_folder.read_json(self.status_file) if self.status_file and self.started else None
+        updated = status.get("updated_at") if status else None
+        return status if isinstance(updated, (int, float)) and updated >= (self.started or 0) else None
+
     def _do(self, actions: Sequence[Action]) -> None:
+        if self.retired:
+            return
         for action in actions:
             self._carry_out(action)
 
@@ -184,15 +199,23 @@ class _Step:
             self._after_end(time.time())
             return self.decide_now.is_set()
 
-        return self.command.wait(WARN_POLL, look)
+        rc = self.command.wait(WARN_POLL, look)
+        self.ended_at = time.time() if rc is not None else None
+        return rc
 
+    def retire(self) -> None:
+        """A relaunch replaced this srun (ended): a timer of its relay that fires later does nothing."""
+        self.retired = True
 
     def _after_end(self, now: float) -> None:
         """Once a second: the status file, when it changed, until it says the step ended; then srun's end."""
         watch = self.after_end
         if watch is None or self.status_file is None or now - self._status_seen[0] < 1.0:
             return
-        if watch.ended_at is None:
+        if watch.ended_at is None and self.command.errors and srun_ended_ranks(self.command.errors):
+            # e.g. the hub's node lost: the others fail (LOST_STATUS), srun waits for it
+            watch.task_failed(now, first_failure("".join(self.command.errors), 1))
+        if watch.status is None:
             try:
                 mtime = os.stat(self.status_file).st_mtime
             except OSError:
@@ -205,9 +228,10 @@ class _Step:
         action = watch.action(now)
         if action == "TERM":
             lost = f"; {watch.lost} task(s) lost" if watch.lost else ""
-            _say(f"the step ended with status {watch.status} {watch.linger:g} s ago (its supervisor's status file"
-                 f"{lost}) but srun still runs, waiting for tasks that cannot report (a lost node: Slurm notices "
-                 "only after SlurmdTimeout): ending srun")
+            said = (f"with status {watch.status} {watch.linger:g} s ago (its supervisor's status file{lost})"
+                    if watch.status is not None else f"{watch.linger:g} s ago (srun reported a task's failure)")
+            _say(f"the step ended {said} but srun still runs, waiting for tasks that cannot report (a lost node: "
+                 "Slurm notices only after SlurmdTimeout): ending srun")
         if action is not None:
             self.command.send(_signo(action))
 
@@ -292,18 +316,55 @@ def _requeue_or_say(run: _Run, decision: Decision, since: str, told_time: Option
     return _Outcome(requeued=False, status=decision.exit_status if not decision.requeue else 0)
 
 
+def _relaunch_while_lost(run: _Run, step: _Step, status: Optional[int], command: List[str], allocation: Sequence[str],
+                         budget: int, record: BatchRecord, warn_file: Optional[str]) -> Tuple[_Step, Optional[int]]:
+    """While the step ends because it lost a node and plan.relaunch allows: start it again at once on
+    the allocation's healthy nodes; the last step and its status."""
+    lost_before: List[str] = []
+    while True:
+        hub = step.hub_status()
+        choice = relaunch.decide(status, bool(step.relay.signal),
+                                 relaunch.lost_nodes(hub, step.command.errors), relaunch.step_nodes(hub),
+                                 allocation, lost_before, len(record.data.get("relaunches", [])), budget,
+                                 limit_name=settings.MAX_RELAUNCHES)
+        if isinstance(choice, relaunch.NoRelaunch):
+            if choice.reason:
+                _say(f"lost {','.join(choice.lost)}; not relaunched in the allocation: {choice.reason}")
+            return step, status
+        lost_before.extend(choice.lost)
+        ended = (hub or {}).get("decided_at") or step.ended_at or time.time()
+        ckpt = read_checkpoint_step(run.checkpoint_dir)
+        at = f"the checkpoint at global step {ckpt}" if ckpt is not None else \
+            "its own checkpoint or backup, if any (none in --checkpoint-dir)"
+        instead = f"{','.join(choice.spares)} in place of " if choice.spares else "without "
+        _say(f"relaunch {choice.number} of {budget}: lost {','.join(choice.lost)}; starting the step again at once "
+             f"on {','.join(choice.nodes)} ({instead}{','.join(choice.lost)}), {time.time() - ended:.1f} s after "
+             f"the step ended; it resumes from {at}")
+        record.relaunched(choice.lost, choice.nodes, choice.spares, ckpt)
+        step.retire()
+        step = _Step(run.job, step.warn_margin, step.start_grace)
+        status = _run_srun(step, with_nodes(command, len(choice.nodes), nodelist=choice.nodes, exclude=lost_before,
+                                            overlap=True), warn_file)
+
+
 def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, warn_margin: float,
              target: Optional[int] = None, checkpoint_dir: Optional[str] = None, warn_file: Optional[str] = None,
-             requeue: bool = True, start_grace: float = START_GRACE) -> int:
+             requeue: bool = True, start_grace: float = START_GRACE, max_relaunches: int = 0,
+             allocation: Sequence[str] = (), spare_nodes: int = 0) -> int:
     """Run the step (`command`, srun ...) of batch job `job`; return its first failure's status, or
     0 once the job is requeued (`requeue`: False only logs the decision).  The arguments are checked
-    (tf_for_slurm.cli.batch_step); `restarts` is how often the job was requeued before."""
+    (tf_for_slurm.cli.batch_step); `restarts` is how often the job was requeued before; a step that
+    loses a node is started again on `allocation`'s other nodes up to `max_relaunches` times; the
+    first leaves `spare_nodes` of them free."""
     run = _Run(job, restarts, max_requeues, target, checkpoint_dir, read_checkpoint_step(checkpoint_dir), requeue)
     if restarts:
         _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at {run.start_step})")
     record = BatchRecord(job, restarts, max_requeues, target, checkpoint_dir, run.start_step, say=_say)
     step = _Step(job, warn_margin, start_grace)
-    status = _run_srun(step, command, warn_file)
+    first = with_nodes(command, len(allocation) - spare_nodes) if spare_nodes else command
+    status = _run_srun(step, first, warn_file)
+    if max_relaunches:
+        step, status = _relaunch_while_lost(run, step, status, command, allocation, max_relaunches, record, warn_file)
     return _conclude(run, step, status, record)
 
 

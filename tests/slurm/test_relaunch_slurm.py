@@ -1,0 +1,80 @@
+"""Real Slurm: a node lost where TensorFlow cannot go on costs seconds, not a place in the queue
+(issue 24 item 2).
+
+    SPARE_NODES=1 NUM_PS=0 sbatch -N3 -n3 scripts/tf_slurm_job.sh tf2_mwms_backup.py ...
+
+The tutorial-style MultiWorkerMirroredStrategy `fit` with BackupAndRestore (tests/unmodified/) on 2
+workers, one per node, node3 left spare.  Mid-training node2 (worker 1) crashes: its slurmd, the
+job's slurmstepd there and its task are SIGKILLed at once (tests/slurm_harness.py lose_node); Slurm
+would notice after SlurmdTimeout (300 s).  MWMS cannot go on without a worker: the hub ends the step
+(69); batch-step ends the srun that still waits for node2's task and starts the step again at once
+on node1 and the spare node3 (`srun --overlap --mem=0`: the dead step still holds its resources),
+where `fit` resumes at the backed-up epoch.  The job COMPLETES, never requeued.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_harness import PYTHON, REPO, lose_node, restore_nodes
+
+pytestmark = pytest.mark.slurm
+SCRIPT = REPO / "tests" / "unmodified" / "tf2_mwms_backup.py"
+EPOCHS = 8
+
+
+def _wait_for(log: Path, pattern: str, timeout: float, unless: str = r"srun exit status") -> str:
+    """The job's log once it matches `pattern`; AssertionError once it matches `unless` first (the run
+    ended), or after `timeout` s."""
+    end = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < end:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if re.search(pattern, text):
+            return text
+        assert not re.search(unless, text), f"{unless!r} before {pattern!r}: {text[-3000:]}"
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} within {timeout} s: {text[-3000:]}")
+
+
+@pytest.mark.timeout(420)
+def test_mwms_job_relaunches_on_the_spare_node_and_completes_without_a_requeue(slurm_cluster, tmp_path):
+    env = {"PYTHON": PYTHON, "PYTHONPATH": str(REPO), "NUM_PS": "0", "SPARE_NODES": "1", "IB": "NoIB",
+           "TF_CPP_MIN_LOG_LEVEL": "2", "MODEL_DIR": str(tmp_path / "model"), "TF_SLURM_JOBS_ROOT": str(tmp_path)}
+    # paced: 8 epochs of 10 steps with 0.1 s after each, so the loss (in epoch 2) comes mid-training
+    res = slurm_cluster.run(["sbatch", "--parsable", "-N3", "-n3", "-o", str(tmp_path / "job-%j.out"),
+                             str(REPO / "scripts" / "tf_slurm_job.sh"), str(SCRIPT), "--backup-dir",
+                             str(tmp_path / "backup"), "--epochs", str(EPOCHS), "--pace", "0.1"],
+                            timeout=60, env=env, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip().split(";")[0]
+    log = tmp_path / f"job-{job}.out"
+    try:
+        _wait_for(log, r"worker 1 epoch 2 at", 240)
+        killed = lose_node(slurm_cluster, "node2", job)
+        assert len(killed) >= 3, killed  # slurmd, slurmstepd, the task (its supervisor and command)
+        lost_at = time.time()
+        text = _wait_for(log, r"relaunch 1 of 2", 120)
+        relaunched_at = time.time()
+        text = _wait_for(log, r"srun exit status 0\b", 240, unless=r"not requeued|requeued job")
+    finally:
+        restore_nodes(slurm_cluster)
+    info = slurm_cluster.wait_job(job, 120)
+    text = log.read_text(errors="replace")
+    assert info["JobState"] == "COMPLETED" and info.get("Restarts") == "0", (info, text[-4000:])
+    assert re.search(r"relaunch 1 of 2: lost node2; starting the step again at once on node1,node3 \(node3 in place "
+                     r"of node2\)", text), text[-4000:]
+    # the relaunched step ran on node1 and node3; fit resumed past epoch 0 and both workers finished
+    second = text.split("relaunch 1 of 2", 1)[1]
+    resumed = [int(e) for e in re.findall(r"worker 1 epoch (\d+) at", second)]
+    assert resumed and resumed[0] >= 1 and resumed[-1] == EPOCHS - 1, (resumed, second[-3000:])
+    assert "worker 0 done" in second and "worker 1 done" in second, second[-3000:]
+    assert "requeued job" not in text, text[-4000:]
+    batch = json.loads((tmp_path / job / "batch.json").read_text())
+    assert [(r["lost"], r["spares"]) for r in batch["relaunches"]] == [(["node2"], ["node3"])], batch
+    print(f"job {job}: relaunched {relaunched_at - lost_at:.1f} s after node2 was lost")

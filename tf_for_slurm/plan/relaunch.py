@@ -1,0 +1,121 @@
+"""Whether batch-step starts a step that lost a node again at once, inside the same allocation, and
+on what.  Pure: the hub's status file, srun's error lines, the allocation's nodes and the job's
+earlier relaunches in; a decision out.
+
+Why: a lost ps, chief/coordinator or MWMS worker ends the step with LOST_STATUS (TensorFlow cannot
+go on without it, plan.lost_task).  A requeue puts the run at the back of the queue (hours on a busy
+cluster), yet the allocation's other nodes are still the job's (`sbatch --no-kill`).  So the step
+starts again on them without the lost nodes, a spare node taking their place, and the run resumes
+from its checkpoint.  The new srun must say `--overlap --mem=0 --exclude=...`: the dead step keeps
+its CPUs and memory until Slurm marks the node down (docs/SLURM_NODE_LOSS.md).  A node lost once is
+never used again by this run; a budget bounds the relaunches; with too few healthy nodes left, the
+usual requeue decision (plan.requeue) follows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Optional, Sequence, Set, Tuple, Union
+
+from tf_for_slurm.plan.requeue import LOST_STATUS
+from tf_for_slurm.plan.step_status import task_rows
+
+_SRUN_TASKS = re.compile(r"^srun: error: \S+: tasks? ([0-9,\-]+): ")
+MAX_RANKS = 1 << 20  # bound on one 'tasks A-B' range read from srun's stderr
+
+
+@dataclass(frozen=True)
+class Relaunch:
+    """Start the step again on `nodes` (the step's healthy nodes, then spares in the allocation's order)."""
+
+    nodes: Tuple[str, ...]
+    lost: Tuple[str, ...]  # the nodes the step that just ended lost
+    spares: Tuple[str, ...]  # the nodes taking their places
+    number: int  # 1 for the run's first relaunch
+    healthy: int  # nodes of the allocation never lost
+
+
+@dataclass(frozen=True)
+class NoRelaunch:
+    """Go on to the requeue decision; `reason` (empty when no node was lost) is said in the job's log."""
+
+    reason: str
+    lost: Tuple[str, ...] = ()
+
+
+def srun_ended_ranks(errors: Sequence[str]) -> Set[int]:
+    """The ranks srun reported ending ('srun: error: node2: tasks 1-2,4: Exited ...')."""
+    ranks: Set[int] = set()
+    for line in errors:
+        m = _SRUN_TASKS.match(line.strip())
+        if not m:
+            continue
+        for part in m.group(1).split(","):
+            low, _, high = part.partition("-")
+            if low.isdigit() and (high.isdigit() or not high):
+                first, last = int(low), int(high or low)
+                if 0 <= last - first <= MAX_RANKS:
+                    ranks.update(range(first, last + 1))
+    return ranks
+
+
+def _node(rows: Sequence[Mapping[str, Any]], rank: object) -> Optional[str]:
+    for row in rows:
+        if row.get("rank") == rank and isinstance(row.get("node"), str):
+            return str(row["node"])
+    return None
+
+
+def lost_nodes(status: Optional[Mapping[str, Any]], srun_errors: Sequence[str]) -> Tuple[str, ...]:
+    """The nodes the step lost, in the order found: those of tasks the hub counted as lost (their
+    supervisor vanished or went silent); and when the hub never wrote the step's end, its own node,
+    unless srun saw its task end (then the hub failed, not its node)."""
+    if not status:
+        return ()
+    rows = task_rows(status)
+    found: List[str] = [str(row["node"]) for row in rows if row.get("state") == "lost"]
+    failure = status.get("first_failure")
+    if isinstance(failure, Mapping) and failure.get("status") == LOST_STATUS:
+        state = next((row.get("state") for row in rows if row.get("rank") == failure.get("rank")), None)
+        if state not in ("exited", None) and isinstance(failure.get("node"), str):
+            found.append(str(failure["node"]))  # lost through silence: told to end, so not marked lost
+    if status.get("state") != "ended" and status.get("chief") not in srun_ended_ranks(srun_errors):
+        hub = _node(rows, status.get("chief"))
+        if hub is not None:
+            found.append(hub)
+    return tuple(dict.fromkeys(node for node in found if node not in ("", "?")))
+
+
+def step_nodes(status: Optional[Mapping[str, Any]]) -> Tuple[str, ...]:
+    """The nodes the step ran on, in rank order (() without a status file)."""
+    return tuple(dict.fromkeys(str(row.get("node")) for row in task_rows(status))) if status else ()
+
+
+def decide(step_status: Optional[int], stopped: bool, lost: Sequence[str], ran_on: Sequence[str],
+           allocation: Sequence[str], lost_before: Sequence[str], used: int, budget: int,
+           limit_name: str = "--max-relaunches") -> Union[Relaunch, NoRelaunch]:
+    """Relaunch when the step ended with LOST_STATUS and named its lost nodes, nobody asked it to stop
+    (a time-limit warning, scancel: the requeue decision is theirs), the budget allows, and enough
+    nodes of the allocation were never lost: the step's own first, then spares."""
+    lost = tuple(lost)
+    if step_status != LOST_STATUS or not lost:
+        return NoRelaunch("", lost)
+    if stopped:
+        return NoRelaunch("a stop was asked for (the time-limit warning or scancel)", lost)
+    if used >= budget:
+        return NoRelaunch(f"the relaunch budget is spent ({used} of {budget}, {limit_name})", lost)
+    if not ran_on:
+        return NoRelaunch("the step's nodes are unknown (no status file)", lost)
+    gone = set(lost_before) | set(lost)
+    kept = [node for node in ran_on if node not in gone]
+    spares = [node for node in allocation if node not in gone and node not in ran_on]
+    healthy = len(kept) + len(spares)
+    if healthy < len(ran_on):
+        return NoRelaunch(f"{healthy} healthy node(s) left of the allocation's {len(allocation)}, the step needs "
+                          f"{len(ran_on)}", lost)
+    taken = tuple(spares[:len(ran_on) - len(kept)])
+    return Relaunch(nodes=tuple(kept) + taken, lost=lost, spares=taken, number=used + 1, healthy=healthy)
+
+
+__all__ = ["MAX_RANKS", "NoRelaunch", "Relaunch", "decide", "lost_nodes", "srun_ended_ranks", "step_nodes"]
