@@ -250,3 +250,27 @@ def test_logs_of_a_role_a_task_and_the_batch_log(tmp_path, no_slurm, cli_runs):
 def test_bad_arguments_are_one_line_exit_2(args, message, tmp_path, no_slurm, cli_runs):
     res = cli(cli_runs, *args, env={**no_slurm, "TF_SLURM_JOBS_ROOT": str(tmp_path)})
     assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_status_lists_the_jobs_lost_nodes_relaunches_and_requeues_in_order(tmp_path, monkeypatch):
+    """batch.json carries the job's earlier runs: run 1 lost node2 (relaunched on the spare), then node3
+    (no healthy node left: requeued); run 2 lost node1 and was relaunched."""
+    from tf_for_slurm.supervise.batch_record import BatchRecord
+
+    monkeypatch.setenv("TF_SLURM_JOB_DIR", str(tmp_path))
+    monkeypatch.delenv("TF_SLURM_STATUS_FILE", raising=False)
+    said = []
+    other = BatchRecord("98", 0, 10, None, None, None, say=said.append)  # another job's file is not carried
+    other.end(0, None, "done", requeued=False)
+    first = BatchRecord("99", 0, 10, 600, None, None, say=said.append)
+    assert first.data["history"] == []
+    first.relaunched(["node2"], ["node1", "node3"], ["node3"], 200)
+    first.end(69, 300, "the step failed with status 69 (a task was lost): requeue 1 of at most 10", requeued=True)
+    second = BatchRecord("99", 1, 10, 600, None, 300, say=said.append)
+    second.relaunched(["node1"], ["node4", "node5"], [], 400)
+    assert said == []
+    lines = render(gather(str(tmp_path), "99", lambda job: None), time.time()).splitlines()
+    history = [line.split(" ", 3)[3] for line in lines if line.startswith("  ")]
+    assert history == ["run 1: lost node2; relaunched on node1,node3, node3 in place",
+                       "run 1: requeued: the step failed with status 69 (a task was lost): requeue 1 of at most 10",
+                       "run 2: lost node1; relaunched on node4,node5"], lines

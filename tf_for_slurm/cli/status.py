@@ -75,6 +75,26 @@ def _ago(now: float, when: Optional[float]) -> str:
     return "-" if when is None else f"{max(0.0, now - when):.0f}s"
 
 
+def _clock(when: object) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(when)) if isinstance(when, (int, float)) else "--:--:--"
+
+
+def run_history(batch: Mapping[str, Any]) -> List[str]:
+    """The job's lost nodes, relaunches and requeues in order, one line each with its time."""
+    lines: List[str] = []
+    for run in [*(batch.get("history") or []), batch]:
+        if not isinstance(run, Mapping):
+            continue
+        for r in run.get("relaunches") or []:
+            spares = f", {','.join(r.get('spares') or [])} in place" if r.get("spares") else ""
+            lines.append(f"{_clock(r.get('at'))} run {run.get('run', '?')}: lost {','.join(r.get('lost') or [])}; "
+                         f"relaunched on {','.join(r.get('nodes') or [])}{spares}")
+        if run is not batch and run.get("state") in ("requeued", "ended"):
+            lines.append(f"{_clock(run.get('ended_at'))} run {run.get('run', '?')}: {run['state']}: "
+                         f"{run.get('decision') or '?'}")
+    return lines
+
+
 def render(view: Mapping[str, Any], now: float) -> str:
     """The view for people: a few header lines and one row per task."""
     lines: List[str] = []
@@ -93,6 +113,7 @@ def render(view: Mapping[str, Any], now: float) -> str:
         if batch.get("decision"):
             text += f"; batch-step: {batch['decision']}"
         lines.append(text)
+        lines += [f"  {line}" for line in run_history(batch)]
     if not step:
         lines.append(f"no step status yet in {view.get('folder')} (the step has not started, or exec wrote none)")
         return "\n".join(lines)

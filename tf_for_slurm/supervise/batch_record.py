@@ -1,4 +1,5 @@
-"""batch.json in the job folder: batch-step's run, its checkpoint and the requeue decision, for
+"""batch.json in the job folder: batch-step's run, its checkpoint, its relaunches and the requeue
+decision, and the job's earlier runs (`history`, carried from the file the last run left), for
 `tf-slurm status`.
 
 Why best effort: the record is for people reading the job later; a folder that cannot be written
@@ -9,9 +10,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from tf_for_slurm.host.job_folder import batch_path, write_json
+from tf_for_slurm.host.job_folder import batch_path, read_json, write_json
+
+MAX_HISTORY = 100  # earlier runs kept (a job requeued more often keeps its last ones)
+_CARRIED = ("run", "started_at", "ended_at", "state", "status", "decision", "relaunches")
 
 
 class BatchRecord:
@@ -24,8 +28,19 @@ class BatchRecord:
         self.data: Dict[str, Any] = {
             "job": job, "run": restarts + 1, "max_requeues": max_requeues, "target": target,
             "checkpoint_dir": os.path.abspath(checkpoint_dir) if checkpoint_dir else None,
-            "checkpoint_at_start": start_step, "started_at": round(time.time(), 3), "state": "running"}
+            "checkpoint_at_start": start_step, "started_at": round(time.time(), 3), "state": "running",
+            "history": self._history(job, restarts + 1)}
         self._write()
+
+    def _history(self, job: str, run: int) -> List[Dict[str, Any]]:
+        """The earlier runs of this job, from the file the last one left (another job's, or this run's own
+        from before a restart of the batch script, is not carried)."""
+        last = read_json(self.path) if self.path else None
+        if not last or str(last.get("job")) != job or not isinstance(last.get("run"), int) or last["run"] >= run:
+            return []
+        history = [h for h in last.get("history") or [] if isinstance(h, dict)]
+        history.append({k: last.get(k) for k in _CARRIED if k in last})
+        return history[-MAX_HISTORY:]
 
     def _write(self) -> None:
         if self.path is None:
