@@ -153,6 +153,10 @@ BAD = [
     (["-t", "1"], "--warn-margin=60: expected fewer seconds than the time limit -t 1 (60 s)"),
     (["-t", "0:30", "--warn-margin", "30"], "--warn-margin=30"),
     (["--max-requeues", "many"], "--max-requeues='many'"),
+    (["--spare-nodes", "x"], "--spare-nodes='x'"),
+    (["-n", "3", "--spare-nodes", "1"], "--spare-nodes=1: expected -N/--nodes with the same number of tasks on each"),
+    (["-N", "2", "-n", "3", "--spare-nodes", "1"], "--spare-nodes=1: expected -N/--nodes with the same number"),
+    (["--max-relaunches", "-1"], "--max-relaunches='-1'"),
     (["--address", "bogus:x"], "--address='bogus:x'"),
     (["--python", "/nonexistent/python"], "--python='/nonexistent/python'"),
     (["--strategy", "fast"], "--strategy"),
@@ -275,6 +279,20 @@ def test_hostile_values_reach_the_job_literally(tmp_path, fake):
 
 
 @pytest.mark.timeout(120)
+def test_spare_nodes_are_allocated_and_left_free_by_the_step(tmp_path, fake):
+    """-N 3 --ntasks-per-node 2 --spare-nodes 1: sbatch allocates 4 nodes (8 tasks' worth); the script's
+    batch-settings counts the tasks of the first 3, and batch-step gets the spare count."""
+    env, rec = fake
+    res = submit("-N", "3", "--ntasks-per-node", "2", "-n", "6", "--spare-nodes", "1", "--max-relaunches", "1",
+                 "--folder", "jobs", "--", "python", "train.py", env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    args = (rec / "sbatch.args").read_text().split("\0")
+    assert "--nodes=4" in args and "--ntasks-per-node=2" in args and "--ntasks=8" in args, args
+    assert not any(a in args for a in ("--nodes=3", "--ntasks=6")), args
+    script = (tmp_path / "jobs" / "4242" / "job.sh").read_text()
+    assert "--spare-nodes 1 \\\n" in script and "--max-relaunches 1 --spare-nodes 1 " in script, script
+
+
 def test_parsable_prints_only_the_job_id(tmp_path, fake):
     """`JOB=$(tf-slurm submit --parsable ...)` holds the job id, as with sbatch --parsable; the rest is on stderr."""
     env, rec = fake

@@ -15,7 +15,7 @@ from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import settings, slurm
 from tf_for_slurm.plan.batch_settings import strict_int
 from tf_for_slurm.plan.requeue import START_GRACE
-from tf_for_slurm.plan.srun_command import is_srun
+from tf_for_slurm.plan.srun_command import is_srun, options_end
 from tf_for_slurm.plan.step import expand_nodelist
 from tf_for_slurm.supervise import batch_step
 
@@ -83,8 +83,10 @@ def _relaunch_options(args: argparse.Namespace, env: Mapping[str, str], command:
     if spares and len(allocation) <= spares:
         raise UsageError(bad_value("--spare-nodes", spares, f"fewer than the allocation's {len(allocation)} node(s) "
                                    f"({slurm.JOB_NODELIST}={nodelist!r})"))
-    if (spares or relaunches) and not is_srun(command):
+    het = any(word.startswith("--het-group") for word in command[:options_end(command)])
+    if (spares or relaunches) and (het or not is_srun(command)):
         if spares:
-            raise UsageError(bad_value("--spare-nodes", spares, "a step command that runs srun"))
-        relaunches = 0  # a relaunch changes srun's options: another command is run once, as given
+            raise UsageError(bad_value("--spare-nodes", spares, "a step command that runs srun, not over the "
+                                       "components of a heterogeneous job"))
+        relaunches = 0  # a relaunch changes srun's node options: another command, or a het step, runs as given
     return relaunches, spares, allocation

@@ -58,6 +58,11 @@ def _add_our_options(parser: argparse.ArgumentParser) -> None:
                         f"{settings.WARN_MARGIN}, else {settings.default_int(settings.WARN_MARGIN)})")
     b.add_argument("--max-requeues", metavar="N", help=f"requeues allowed (default: {settings.MAX_REQUEUES}, else "
                                                        f"{settings.default_int(settings.MAX_REQUEUES)})")
+    b.add_argument("--spare-nodes", metavar="K", help="allocate K nodes more than -N, the step leaves them free: a "
+                   "lost node's place is taken at once (default 0)")
+    b.add_argument("--max-relaunches", metavar="N", help="times a step that lost a node starts again at once on "
+                   f"the healthy nodes (default: {settings.MAX_RELAUNCHES}, else "
+                   f"{settings.default_int(settings.MAX_RELAUNCHES)})")
     parser.add_argument("--folder", metavar="DIR", help=f"the folder of job folders: the job's is DIR/<job id> "
                         f"(default: {settings.JOBS_ROOT}, else {settings.default_text(settings.JOBS_ROOT)})")
     parser.add_argument("--python", metavar="PATH", default=None,
@@ -180,16 +185,36 @@ def build(args: argparse.Namespace) -> Job:
                                    f"({limit} s): the tasks stop --warn-margin s before it"))
     requeues = (strict_int(args.max_requeues, "--max-requeues") if args.max_requeues is not None
                 else settings.count_from(env, settings.MAX_REQUEUES, settings.default_int(settings.MAX_REQUEUES)))
+    spare, words_of[0], ntasks = _with_spares(args, counts, words_of[0], bool(segments))
+    relaunches = (strict_int(args.max_relaunches, "--max-relaunches") if args.max_relaunches is not None
+                  else settings.count_from(env, settings.MAX_RELAUNCHES, settings.default_int(settings.MAX_RELAUNCHES)))
     spec = batch_script.JobSpec(
-        command=tuple(command), python=python, jobs_root=root, ntasks=sum(counts), sbatch_args=words_of[0],
+        command=tuple(command), python=python, jobs_root=root, ntasks=ntasks, sbatch_args=words_of[0],
         more_components=tuple(words_of[1:]), component_ntasks=tuple(sum(k) for k in counts_of) if segments else (),
         component_roles=tuple(component_roles) if component_roles is not None else None,
         ps=ps, tasks=tuple(roles) if tasks is not None else None, chief=chief and tasks is None, strategy=strategy,
         address=address, target=strict_int(args.target, "--target", 1) if args.target is not None else None,
         checkpoint_dir=_path(args.checkpoint_dir, "--checkpoint-dir") if args.checkpoint_dir is not None else None,
-        warn_margin=margin, max_requeues=requeues)
+        warn_margin=margin, max_requeues=requeues, spare_nodes=spare, max_relaunches=relaunches)
     return Job(spec, plan, who.chief_rank, note, roles_line(plan.tasks, strategy, source), who.strategy,
                tuple(counts_of))
+
+
+def _with_spares(args: argparse.Namespace, counts: Sequence[int], words: Tuple[str, ...],
+                 het: bool) -> Tuple[int, Tuple[str, ...], int]:
+    """(--spare-nodes, component 0's sbatch words, sbatch's task count): with K spares, sbatch gets
+    --nodes=N+K and the same tasks on every node (the step leaves the last K free, batch-settings)."""
+    spare = strict_int(args.spare_nodes, "--spare-nodes") if args.spare_nodes is not None else 0
+    if not spare:
+        return 0, words, sum(counts)
+    if het:
+        raise UsageError(bad_value("--spare-nodes", spare, "0 for a heterogeneous job (one step over its components)"))
+    if args.nodes is None or len(set(counts)) != 1:
+        raise UsageError(bad_value("--spare-nodes", spare, "-N/--nodes with the same number of tasks on each node "
+                                   "(e.g. -N 3 --ntasks-per-node 1)"))
+    per_node, nodes = counts[0], len(counts) + spare
+    kept = [w for w in words if w.split("=", 1)[0] not in ("--nodes", "--ntasks", "--ntasks-per-node")]
+    return spare, (f"--nodes={nodes}", f"--ntasks-per-node={per_node}", *kept), nodes * per_node
 
 
 def _component_words(components: Sequence[argparse.Namespace]) -> Tuple[List[Tuple[str, ...]], List[Tuple[int, ...]]]:

@@ -118,6 +118,8 @@ class JobSpec:
     target: Optional[int] = None
     warn_margin: int = 60
     max_requeues: int = 10
+    spare_nodes: int = 0  # nodes allocated beyond the step's (sbatch --nodes counts them; batch-step leaves them free)
+    max_relaunches: int = 2
     # a heterogeneous job: the sbatch words of components 1, 2, ... (component 0's are sbatch_args),
     # each component's task count, and one role per component (exec --roles-by-component)
     more_components: Tuple[Tuple[str, ...], ...] = ()
@@ -249,9 +251,11 @@ echo "job ${slurm.JOB_ID}: logs in ${settings.JOB_DIR}\""""
         # component's own job id and numbers %t wrongly after component 0 (measured: rank 1 wrote task 2)
         srun = f'srun --het-group={groups} --kill-on-bad-exit=1 --no-kill --mpi=none -l'
         return prepare, srun
-    prepare = f"""# Tasks, CPUs per task, workers, MB per CPU (srun --mem-per-cpu) and ports to reserve, from the job's
-# variables, each checked to be a plain integer by one tested helper (nothing here is evaluated).
+    prepare = f"""# Tasks (on the nodes the step uses: it leaves --spare-nodes free), CPUs per task, workers, MB per
+# CPU (srun --mem-per-cpu) and ports to reserve, from the job's variables, each checked to be a plain
+# integer by one tested helper (nothing here is evaluated).
 settings="$("$python" -m tf_for_slurm batch-settings --num-ps {spec.num_ps} --min-ps 0 \\
+    --spare-nodes {spec.spare_nodes} \\
     --partition-info <(scontrol show partition "${{{slurm.JOB_PARTITION}:-}}" 2>/dev/null) \\
     --node-info <(scontrol show node "${{{slurm.JOB_NODELIST}:-}}" 2>/dev/null))" || exit 2
 read -r ntasks cpus_per_task workers mem_per_cpu resv_count <<<"$settings"
@@ -288,7 +292,8 @@ def script_text(spec: JobSpec) -> str:
     exec_opts += [f"--address {q(spec.address)}"] if spec.address else []
     step_opts = [f"--checkpoint-dir {q(spec.checkpoint_dir)}"] if spec.checkpoint_dir else []
     step_opts += [f"--target {spec.target}"] if spec.target is not None else []
-    step_opts += [f"--max-requeues {spec.max_requeues}", f"--warn-margin {spec.warn_margin}"]
+    step_opts += [f"--max-requeues {spec.max_requeues}", f"--warn-margin {spec.warn_margin}",
+                  f"--max-relaunches {spec.max_relaunches}", f"--spare-nodes {spec.spare_nodes}"]
     mkdir = f"mkdir -p -- {q(spec.checkpoint_dir)}\n" if spec.checkpoint_dir else ""
     submitted = " ".join(["sbatch", "--parsable", "--hold"] + [q(w) for w in sbatch_argv(spec)]) + " < job.sh"
     prepare, srun = _step_lines(spec, exec_opts)
