@@ -57,6 +57,10 @@ PYTHON="${PYTHON:-python3}"             # the python that has tf_for_slurm and T
 WARN_MARGIN="${WARN_MARGIN:-60}"        # seconds before the time limit at which the tasks stop and the
                                         # chief checkpoints (Slurm's warning may come up to 60 s early)
 MAX_REQUEUES="${MAX_REQUEUES:-${TF_SLURM_MAX_REQUEUES:-10}}"  # requeues after a time-limit warning
+SPARE_NODES="${SPARE_NODES:-${TF_SLURM_SPARE_NODES:-0}}"  # the allocation's last nodes the step leaves
+                                        # free to replace a lost one (sbatch --nodes=N+K)
+MAX_RELAUNCHES="${MAX_RELAUNCHES:-${TF_SLURM_MAX_RELAUNCHES:-2}}"  # a step that lost a node starts again at
+                                        # once on the healthy nodes (then: requeue), at most this often
                                         # or a retryable failure (a task killed or lost)
 # -------------------------------------------------------------------------------------------------
 
@@ -69,6 +73,8 @@ die() { echo "BASH_Distributed_MNIST.sh: error: $*" >&2; exit 2; }
     || die "MIN_STEP_SECONDS='$MIN_STEP_SECONDS': expected seconds, a number >= 0 (e.g. 0.25)"
 [[ "$WARN_MARGIN" =~ ^[0-9]{1,6}$ ]] || die "WARN_MARGIN='$WARN_MARGIN': expected seconds, an integer >= 0"
 [[ "$MAX_REQUEUES" =~ ^[0-9]{1,6}$ ]] || die "MAX_REQUEUES='$MAX_REQUEUES': expected an integer >= 0"
+[[ "$SPARE_NODES" =~ ^[0-9]{1,6}$ ]] || die "SPARE_NODES='$SPARE_NODES': expected an integer >= 0"
+[[ "$MAX_RELAUNCHES" =~ ^[0-9]{1,6}$ ]] || die "MAX_RELAUNCHES='$MAX_RELAUNCHES': expected an integer >= 0"
 
 # The repository: TF_SLURM_REPO, else where this script was submitted from (sbatch runs a copy
 # of it from the spool, so ask Slurm for the original path), else the submit directory.
@@ -95,7 +101,7 @@ export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # task, workers, MB per CPU for srun --mem-per-cpu (never --mem: that is per NODE; empty
 # MEM_PER_TASK_MB: from the allocation, the partition or the nodes), and 2 ports per task on the
 # busiest node (TensorFlow + auxiliary) to reserve; nothing here is evaluated.
-settings="$("$PYTHON" -m tf_for_slurm batch-settings --num-ps "$NUM_PS" --min-ps 1 \
+settings="$("$PYTHON" -m tf_for_slurm batch-settings --num-ps "$NUM_PS" --min-ps 1 --spare-nodes "$SPARE_NODES" \
     --mem-per-task-mb "$MEM_PER_TASK_MB" \
     --partition-info <(scontrol show partition "${SLURM_JOB_PARTITION:-}" 2>/dev/null) \
     --node-info <(scontrol show node "${SLURM_JOB_NODELIST:-}" 2>/dev/null))" || exit 2
@@ -144,9 +150,12 @@ echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParam
 # status (srun's own is the highest, 143 for tasks it ended); and requeues the job when the warning
 # stopped training before ITERATIONS, or a task was killed or lost after the checkpoint advanced (at
 # most MAX_REQUEUES times; never after the program's own failure, 1-127, or a SIGTERM from scancel).
-# The requeued run resumes from MODEL_DIR's last checkpoint.
+# The requeued run resumes from MODEL_DIR's last checkpoint. A step that lost the chief's node (or a
+# worker's, with --require-all-workers) is first started again at once on the allocation's healthy
+# nodes, a spare in the lost one's place (at most MAX_RELAUNCHES times). The ps runs on the batch
+# script's node (the first): when that node is lost, so is this script, and Slurm decides the rest.
 "$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" --target "$ITERATIONS" --max-requeues "$MAX_REQUEUES" \
-    --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
+    --max-relaunches "$MAX_RELAUNCHES" --spare-nodes "$SPARE_NODES" --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
     srun -l --kill-on-bad-exit=1 --no-kill --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
     "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" --sidecar-log-level "$PS_LOG_LEVEL" -- \

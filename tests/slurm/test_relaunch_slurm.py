@@ -10,6 +10,9 @@ would notice after SlurmdTimeout (300 s).  MWMS cannot go on without a worker: t
 (69); batch-step ends the srun that still waits for node2's task and starts the step again at once
 on node1 and the spare node3 (`srun --overlap --mem=0`: the dead step still holds its resources),
 where `fit` resumes at the backed-up epoch.  The job COMPLETES, never requeued.
+
+The same for TF1 (`tf-slurm submit --spare-nodes 1`, the unmodified ps/worker script): the ps's node
+lost, the step starts again with the chief and the ps on the two healthy nodes.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from slurm_harness import PYTHON, REPO, lose_node, restore_nodes
 pytestmark = pytest.mark.slurm
 SCRIPT = REPO / "tests" / "unmodified" / "tf2_mwms_backup.py"
 EPOCHS = 8
+TF1_SCRIPT = REPO / "tests" / "unmodified" / "tf1_ps_worker.py"
 
 
 def _wait_for(log: Path, pattern: str, timeout: float, unless: str = r"srun exit status") -> str:
@@ -78,3 +82,40 @@ def test_mwms_job_relaunches_on_the_spare_node_and_completes_without_a_requeue(s
     batch = json.loads((tmp_path / job / "batch.json").read_text())
     assert [(r["lost"], r["spares"]) for r in batch["relaunches"]] == [(["node2"], ["node3"])], batch
     print(f"job {job}: relaunched {relaunched_at - lost_at:.1f} s after node2 was lost")
+
+
+
+@pytest.mark.timeout(420)
+def test_tf1_job_whose_ps_node_is_lost_relaunches_and_completes(slurm_cluster, tmp_path):
+    """`submit --tasks worker,ps --spare-nodes 1`: the chief on node1 (the batch script's node: its loss
+    would end the job itself), the ps on node2, node3 spare; the unmodified TF1 script (a ps that
+    join()s forever).  node2 lost: relaunched on node1 and node3, the chief opens a new session from
+    its checkpoint and trains to the last step."""
+    model = tmp_path / "model"
+    # paced: 400 steps of at least 0.05 s, so training lasts 20 s and more; the loss comes 3 s in
+    res = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "submit", "--python", PYTHON, "--folder", str(tmp_path),
+                             "-N", "2", "--ntasks-per-node", "1", "--spare-nodes", "1", "--tasks", "worker,ps",
+                             "-t", "5", "--checkpoint-dir", str(model), "--target", "400", "--",
+                             PYTHON, str(TF1_SCRIPT), "--steps", "400", "--pace", "0.05", "--checkpoint-dir",
+                             str(model)], timeout=60, env={"PYTHONPATH": str(REPO)}, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    job = re.match(r"Submitted batch job (\d+)\n", res.stdout).group(1)
+    log, chief = tmp_path / job / "job.out", tmp_path / job / "task-0.out"
+    try:
+        _wait_for(chief, r"worker 0 training from step 0", 240, unless=r"srun exit status")
+        time.sleep(3)  # the loss mid-training (pacing makes it last 20 s and more)
+        assert len(lose_node(slurm_cluster, "node2", job)) >= 3
+        _wait_for(log, r"relaunch 1 of 2", 120)
+        _wait_for(log, r"srun exit status 0\b", 240, unless=r"not requeued|requeued job")
+    finally:
+        restore_nodes(slurm_cluster)
+    info = slurm_cluster.wait_job(job, 120)
+    text = log.read_text(errors="replace")
+    assert info["JobState"] == "COMPLETED" and info.get("Restarts") == "0", (info, text[-4000:])
+    assert re.search(r"relaunch 1 of 2: lost node2; starting the step again at once on node1,node3 \(node3 in place "
+                     r"of node2\), [0-9.]+ s after the step ended; it resumes from the checkpoint at global step \d+",
+                     text), text[-4000:]
+    said = chief.read_text(errors="replace")
+    assert len(re.findall(r"worker 0 training from step \d+", said)) == 2 and "worker 0 done" in said, said[-3000:]
+    last = re.search(r'^model_checkpoint_path: ".*-(\d+)"$', (model / "checkpoint").read_text(), re.M)
+    assert last and int(last.group(1)) >= 400, (model / "checkpoint").read_text()
