@@ -273,6 +273,43 @@ def test_a_silent_supervisor_is_taken_for_a_dead_node(tmp_path):
     assert leftovers(marker) == []
 
 
+def test_a_silent_tf1_worker_the_step_went_on_without_hears_why_when_it_wakes(tmp_path):
+    """Worker 1's supervisor stopped (a node off the network): the hub goes on without it and tells it
+    to leave with 0; woken, it reads why (not "training is over": the chief is still training)."""
+    marker = f"m{uuid.uuid4().hex}"
+    body = (f'echo $$ > {tmp_path}/pid.$SLURM_PROCID; '
+            f'if [ "$TF_SLURM_JOB_TYPE$TF_SLURM_TASK_INDEX" = worker0 ]; then {GO.format(tmp_path)}exit 0; fi; '
+            'exec sleep 600')
+    env = {"TF_SLURM_HEARTBEAT": "0.15", "TF_SLURM_SILENCE": "0.75"}
+    proc, err_file = start_established(tmp_path, 3, "-n", "3", "--", *script(body, marker), env=env)
+    stopped = None
+    try:
+        wait_files([tmp_path / f"pid.{r}" for r in range(3)])
+        stopped = _supervisor_pid(marker, 2)
+        os.kill(stopped, signal.SIGSTOP)
+        end = time.monotonic() + 30
+        while "going on without it" not in err_file.read_text():
+            assert proc.poll() is None and time.monotonic() < end, err_file.read_text()[-3000:]
+            time.sleep(0.05)
+        os.kill(stopped, signal.SIGCONT)
+        while "ending this task" not in err_file.read_text():  # it reads the hub's word, the chief still runs
+            assert proc.poll() is None and time.monotonic() < end, err_file.read_text()[-3000:]
+            time.sleep(0.05)
+        (tmp_path / "go").touch()
+        proc.communicate(timeout=30)
+    finally:
+        if stopped is not None:
+            try:
+                os.kill(stopped, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+    err = err_file.read_text()
+    assert proc.returncode == 0, err
+    assert "ending this task: the step went on without this task: it was lost (no word from its supervisor" in err, err
+    assert leftovers(marker) == []
+
+
 def test_drain_period_ends_a_late_tf1_worker_with_one_warning_and_status_0(tmp_path):
     marker = f"m{uuid.uuid4().hex}"
     # the chief finishes once every supervisor joined (GO); the drain (0.25 s) counts from its end

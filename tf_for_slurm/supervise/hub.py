@@ -339,11 +339,15 @@ class Hub:
         self._apply(watch.join(rank, now))
         return True
 
-    def _reason(self, status: int) -> str:
-        """One line for the ended task's log: why the step ends (ASCII, no newline)."""
+    def _reason(self, status: int, rank: int) -> str:
+        """One line for the ended task's log: why it is ended (ASCII, no newline)."""
         watch = self.watch
-        text = watch.failure_line() if watch is not None and watch.failure is not None and status != 0 \
-            else "training is over"
+        if watch is not None and rank in watch.lost:  # cut off for its silence: the step went on without it
+            text = f"the step went on without this task: it {watch.lost[rank][0]}"
+        elif watch is not None and watch.failure is not None and status != 0:
+            text = watch.failure_line()
+        else:
+            text = "training is over"
         return text.encode("ascii", "replace").decode()[:200]
 
     def _apply(self, actions: List[Action]) -> None:
@@ -373,4 +377,4 @@ class Hub:
                     continue
                 conn = self.conns.get(rank)
                 if conn is not None:
-                    conn.send(f"end {action.status} {self._reason(action.status)}")
+                    conn.send(f"end {action.status} {self._reason(action.status, rank)}")
