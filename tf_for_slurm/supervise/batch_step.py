@@ -107,7 +107,8 @@ class _Step:
         self.decide_now = threading.Event()  # set by DecideNow: stop waiting for srun
         self.status_file = job_folder.status_path()  # where the step's supervisor writes its state
         self.after_end: Optional[SrunAfterEnd] = None
-        self._status_seen = (0.0, 0.0)  # (when last looked, the file's mtime then)
+        self._looked = 0.0  # when the status file was last looked at (at most once a second)
+        self._mtime = 0.0  # its mtime then: read again only when it changed
         self.started: Optional[float] = None  # wall clock when srun started
         self.retired = False  # a relaunch replaced this srun: its timers do nothing when they fire
         self.ended_at: Optional[float] = None  # wall clock when srun returned
@@ -210,8 +211,9 @@ class _Step:
     def _after_end(self, now: float) -> None:
         """Once a second: the status file, when it changed, until it says the step ended; then srun's end."""
         watch = self.after_end
-        if watch is None or self.status_file is None or now - self._status_seen[0] < 1.0:
+        if watch is None or self.status_file is None or now - self._looked < 1.0:
             return
+        self._looked = now
         if watch.ended_at is None and self.command.errors and srun_ended_ranks(self.command.errors):
             # e.g. the hub's node lost: the others fail (LOST_STATUS), srun waits for it
             watch.task_failed(now, first_failure("".join(self.command.errors), 1))
@@ -220,11 +222,9 @@ class _Step:
                 mtime = os.stat(self.status_file).st_mtime
             except OSError:
                 mtime = 0.0
-            if mtime != self._status_seen[1]:
+            if mtime != self._mtime:
+                self._mtime = mtime
                 watch.read(job_folder.read_json(self.status_file), now)
-            self._status_seen = (now, mtime)
-        else:
-            self._status_seen = (now, self._status_seen[1])
         action = watch.action(now)
         if action == "TERM":
             lost = f"; {watch.lost} task(s) lost" if watch.lost else ""
