@@ -38,22 +38,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_short_limit_requeue import cluster_env, show  # noqa: E402
-from slurm_harness import PYTHON, TERMINAL, lose_node, restore_nodes  # noqa: E402
+from slurm_harness import PYTHON, TERMINAL, lose_node, restore_nodes, wait_for_log  # noqa: E402
 
 SCRIPT = ROOT / "tests" / "unmodified" / "tf2_mwms_backup.py"
 TEMPLATE = ROOT / "scripts" / "tf_slurm_job.sh"
 EPOCH = re.compile(r"worker \d epoch (\d+) at ([0-9.]+)")
 DONE = re.compile(r"worker \d done at ([0-9.]+)")
-
-
-def _wait(path: Path, pattern: str, timeout: float) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        text = path.read_text(errors="replace") if path.exists() else ""
-        if re.search(pattern, text):
-            return text
-        time.sleep(0.1)
-    raise SystemExit(f"no {pattern!r} in {path} within {timeout} s")
 
 
 def one_run(env: Dict[str, str], base: Path, mode: str, cluster_dir: str) -> Dict[str, Optional[float]]:
@@ -72,11 +62,11 @@ def one_run(env: Dict[str, str], base: Path, mode: str, cluster_dir: str) -> Dic
     log = folder / "job.out"
     cluster = SimpleNamespace(dir=Path(cluster_dir), nodes=3)
     try:
-        _wait(log, r"worker 1 epoch 2 at", 300)
+        wait_for_log(log, r"worker 1 epoch 2 at", 300)
         lose_node(cluster, "node2", job)
         lost = time.time()
         # requeue: the requeued run needs 3 nodes; relaunch: the job is COMPLETING until node2 answers
-        _wait(log, r"requeued job|not requeued" if mode == "requeue" else r"step ended with status", 300)
+        wait_for_log(log, r"requeued job|not requeued" if mode == "requeue" else r"step ended with status", 300)
         restore_nodes(cluster)
         deadline = time.monotonic() + 600
         while show(env, job).get("JobState") not in TERMINAL or show(env, job).get("JobState") == "REQUEUED":

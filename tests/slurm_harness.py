@@ -125,6 +125,20 @@ def lose_node(cluster: SlurmCluster, node: str, job: str) -> List[int]:
     return [slurmd, *sorted(targets)]
 
 
+def wait_for_log(log: Path, pattern: str, timeout: float, unless: Optional[str] = None) -> str:
+    """A job's log once it matches `pattern`; AssertionError once it matches `unless` first (the run
+    ended another way), or after `timeout` s."""
+    end = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < end:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if re.search(pattern, text):
+            return text
+        assert unless is None or not re.search(unless, text), f"{unless!r} before {pattern!r}: {text[-3000:]}"
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} within {timeout} s: {text[-3000:]}")
+
+
 def restore_nodes(cluster: SlurmCluster) -> None:
     """Start again every slurmd that is not running (after lose_node)."""
     res = _script("up", "--nodes", str(cluster.nodes), timeout=300, env={"TF_SLURM_LOCAL_DIR": str(cluster.dir)})

@@ -14,24 +14,13 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
-from slurm_harness import PYTHON, REPO, lose_node, restore_nodes
+from slurm_harness import PYTHON, REPO, lose_node, restore_nodes, wait_for_log
 
 pytestmark = pytest.mark.slurm
 SCRIPT = REPO / "tests" / "unmodified" / "tf2_pss_fit.py"
-
-
-def _wait_for(log: Path, pattern: str, timeout: float) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        text = log.read_text(errors="replace") if log.exists() else ""
-        if re.search(pattern, text):
-            return text
-        time.sleep(0.2)
-    raise AssertionError(f"no {pattern!r} within {timeout} s: {text[-3000:]}")
 
 
 @pytest.mark.timeout(400)
@@ -46,12 +35,12 @@ def test_pss_job_completes_without_the_worker_whose_node_was_lost(slurm_cluster,
     job = res.stdout.strip().split(";")[0]
     log = tmp_path / f"job-{job}.out"
     try:
-        _wait_for(log, r"coordinator training", 200)
+        wait_for_log(log, r"coordinator training", 200, unless=r"srun exit status")
         killed = lose_node(slurm_cluster, "node3", job)
         assert len(killed) >= 3, killed  # slurmd, slurmstepd, the task (its supervisor and command)
         lost_at = time.time()
         # batch-step's last word on the run; node3's slurmd must answer before Slurm can end the job
-        text = _wait_for(log, r"srun exit status", 200)
+        text = wait_for_log(log, r"srun exit status", 200)
     finally:
         restore_nodes(slurm_cluster)
     info = slurm_cluster.wait_job(job, 120)

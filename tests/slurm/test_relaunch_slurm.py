@@ -20,30 +20,16 @@ from __future__ import annotations
 import json
 import re
 import time
-from pathlib import Path
 
 import pytest
 
-from slurm_harness import PYTHON, REPO, lose_node, restore_nodes
+from slurm_harness import PYTHON, REPO, lose_node, restore_nodes, wait_for_log
 
 pytestmark = pytest.mark.slurm
 SCRIPT = REPO / "tests" / "unmodified" / "tf2_mwms_backup.py"
 EPOCHS = 8
+ENDED = r"srun exit status"  # batch-step's word on a run's end: waiting for anything else is over
 TF1_SCRIPT = REPO / "tests" / "unmodified" / "tf1_ps_worker.py"
-
-
-def _wait_for(log: Path, pattern: str, timeout: float, unless: str = r"srun exit status") -> str:
-    """The job's log once it matches `pattern`; AssertionError once it matches `unless` first (the run
-    ended), or after `timeout` s."""
-    end = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < end:
-        text = log.read_text(errors="replace") if log.exists() else ""
-        if re.search(pattern, text):
-            return text
-        assert not re.search(unless, text), f"{unless!r} before {pattern!r}: {text[-3000:]}"
-        time.sleep(0.2)
-    raise AssertionError(f"no {pattern!r} within {timeout} s: {text[-3000:]}")
 
 
 @pytest.mark.timeout(420)
@@ -59,13 +45,13 @@ def test_mwms_job_relaunches_on_the_spare_node_and_completes_without_a_requeue(s
     job = res.stdout.strip().split(";")[0]
     log = tmp_path / f"job-{job}.out"
     try:
-        _wait_for(log, r"worker 1 epoch 2 at", 240)
+        wait_for_log(log, r"worker 1 epoch 2 at", 240, unless=ENDED)
         killed = lose_node(slurm_cluster, "node2", job)
         assert len(killed) >= 3, killed  # slurmd, slurmstepd, the task (its supervisor and command)
         lost_at = time.time()
-        text = _wait_for(log, r"relaunch 1 of 2", 120)
+        text = wait_for_log(log, r"relaunch 1 of 2", 120, unless=ENDED)
         relaunched_at = time.time()
-        text = _wait_for(log, r"srun exit status 0\b", 240, unless=r"not requeued|requeued job")
+        text = wait_for_log(log, r"srun exit status 0\b", 240, unless=r"not requeued|requeued job")
     finally:
         restore_nodes(slurm_cluster)
     info = slurm_cluster.wait_job(job, 120)
@@ -102,11 +88,11 @@ def test_tf1_job_whose_ps_node_is_lost_relaunches_and_completes(slurm_cluster, t
     job = re.match(r"Submitted batch job (\d+)\n", res.stdout).group(1)
     log, chief = tmp_path / job / "job.out", tmp_path / job / "task-0.out"
     try:
-        _wait_for(chief, r"worker 0 training from step 0", 240, unless=r"srun exit status")
+        wait_for_log(chief, r"worker 0 training from step 0", 240, unless=ENDED)
         time.sleep(3)  # the loss mid-training (pacing makes it last 20 s and more)
         assert len(lose_node(slurm_cluster, "node2", job)) >= 3
-        _wait_for(log, r"relaunch 1 of 2", 120)
-        _wait_for(log, r"srun exit status 0\b", 240, unless=r"not requeued|requeued job")
+        wait_for_log(log, r"relaunch 1 of 2", 120, unless=ENDED)
+        wait_for_log(log, r"srun exit status 0\b", 240, unless=r"not requeued|requeued job")
     finally:
         restore_nodes(slurm_cluster)
     info = slurm_cluster.wait_job(job, 120)
