@@ -649,13 +649,13 @@ def test_an_srun_waiting_for_a_lost_nodes_tasks_is_ended_and_the_hubs_status_kep
 
 
 # a step that loses a node: the first srun writes the hub's status file (FAKE_STATUS, with "NOW" for the time)
-# and ends as FAKE_FIRST says ("69": srun reports two tasks' 69 and exits 69; "linger": it reports them but then
+# (FAKE_STATUS_2: the second too, a second loss during the relaunch) and ends as FAKE_FIRST says ("69": srun reports two tasks' 69 and exits 69; "linger": it reports them but then
 # waits, as srun --no-kill does for a lost node's task); every later srun records its words and exits 0
 RELAUNCH_SRUN = """#!/bin/bash
 echo $$ > "$FAKE_DIR/srun.pid"
 n=$(ls "$FAKE_DIR"/argv.* 2>/dev/null | wc -l)
 printf '%s\\n' "$@" > "$FAKE_DIR/argv.$n"
-[ "$n" = 0 ] || exit 0
+if [ "$n" = 1 ] && [ -n "$FAKE_STATUS_2" ]; then FAKE_STATUS="$FAKE_STATUS_2"; elif [ "$n" != 0 ]; then exit 0; fi
 echo "${FAKE_STATUS//NOW/$(date +%s.%N)}" > "$TF_SLURM_JOB_DIR/status.json"
 echo 'model_checkpoint_path: "model.ckpt-400"' > "$FAKE_DIR/checkpoint"
 echo "srun: error: $FAKE_FAILED: Exited with exit code 69" >&2
@@ -667,8 +667,10 @@ TF1_ROWS = [[0, "ps", 0, "node1", "running", None, 0, None], [1, "worker", 0, "n
             [2, "worker", 1, "node3", "running", None, 0, None]]
 
 
-def _status(state, lost_rank=None, first=None):
+def _status(state, lost_rank=None, first=None, nodes=("node1", "node2", "node3")):
     rows = [list(r) for r in TF1_ROWS]
+    for row, node in zip(rows, nodes):
+        row[3] = node
     if lost_rank is not None:
         rows[lost_rank][4] = "lost"
     return json.dumps({"state": state, "status": 69 if state == "ended" else None, "updated_at": "NOW",
@@ -733,6 +735,23 @@ def test_without_a_healthy_node_to_spare_the_requeue_decision_follows(fake_slurm
            "needs 3" in log, log
     assert "requeued job 77" in log and "a task was lost" in log, log
     assert "relaunches" not in batch
+
+
+@pytest.mark.timeout(60)
+def test_a_second_node_lost_during_the_relaunch_ends_in_the_requeue_decision(fake_slurm):
+    """node1 lost, relaunched on node2,node3,node4; then node4 lost too: 2 healthy nodes for a step of 3
+    (node1 is never used again): one line, then the requeue, and no third srun."""
+    tmp_path, env = fake_slurm
+    env = {**env, "FAKE_STATUS": _status("ended", 0, {"rank": 0, "node": "node1", "status": 69}),
+           "FAKE_STATUS_2": _status("ended", 2, nodes=("node2", "node3", "node4")),
+           "FAKE_FAILED": "node[2-3]: tasks 1-2", "FAKE_FIRST": "69"}
+    rc, log, argv, batch = _relaunch_run(tmp_path, env, "node[1-4]", "--spare-nodes", "1")
+    assert rc == 0 and len(argv) == 2, (log, argv)
+    assert "relaunch 1 of 2: lost node1;" in log, log
+    assert "lost node4; not relaunched in the allocation: 2 healthy node(s) left of the allocation's 4, the step " \
+           "needs 3" in log, log
+    assert "requeued job 77" in log, log
+    assert [r["lost"] for r in batch["relaunches"]] == [["node1"]], batch
 
 
 @pytest.mark.timeout(60)
