@@ -41,6 +41,9 @@ def test_srun_ended_ranks(lines, ranks):
     (_status("running"), ["srun: error: node1: task 0: Exited with exit code 69"], ("node2",)),
     # ... unless srun saw its task end (the hub failed, its node did not)
     (_status("running"), ["srun: error: node2: task 1: Exited with exit code 1"], ()),
+    # a hub that decided (ending its own command when srun was ended) was alive
+    (_status("ending", states={0: "lost"}, first={"rank": 0, "node": "node1", "status": LOST_STATUS}),
+     ["srun: error: node3: tasks 2-3: Exited with exit code 69"], ("node1",)),
 ])
 def test_lost_nodes(status, errors, lost):
     assert lost_nodes(status, errors) == lost

@@ -39,16 +39,16 @@ def test_term_after_the_linger_then_kill_once_each_and_the_hubs_status_kept():
 
 def test_a_task_failure_srun_reported_starts_the_linger_and_the_hubs_later_status_is_still_taken():
     watch = SrunAfterEnd(started=100.0)
-    watch.task_failed(now=110.0, status=1)
-    watch.task_failed(now=112.0, status=1)  # the first report counts
+    watch.task_failed(now=110.0)
+    watch.task_failed(now=112.0)  # the first report counts
     assert watch.action(110.0 + LINGER - 0.1) is None
-    watch.read(ENDED, now=111.0)  # the hub's status is the step's
+    watch.read(ENDED, now=111.0)  # a live hub's word, within its kill grace: its status is the step's
     assert watch.status == 0
     assert watch.action(110.0 + LINGER) == "TERM"
     assert watch.action(110.0 + LINGER + KILL_AFTER) == "KILL"
 
 
-@pytest.mark.parametrize("feed", ["hub-counted-a-task-lost", "hub-status-69", "a-task-that-lost-the-hub"])
+@pytest.mark.parametrize("feed", ["hub-counted-a-task-lost", "hub-status-69", "srun-first-then-the-hub"])
 def test_a_step_that_lost_a_task_gets_the_short_linger(feed):
     """srun then waits for a node that will not answer, even after SIGTERM, and a relaunch waits for it."""
     watch = SrunAfterEnd(started=100.0)
@@ -56,8 +56,9 @@ def test_a_step_that_lost_a_task_gets_the_short_linger(feed):
         watch.read({**ENDED, "lost": [{"rank": 4}]}, now=110.0)
     elif feed == "hub-status-69":
         watch.read({**ENDED, "status": 69}, now=110.0)
-    else:
-        watch.task_failed(now=110.0, status=69)  # the hub's own node lost: the others end 69
+    else:  # the spokes ended (srun's report) while the hub ended its own command, then it wrote the end
+        watch.task_failed(now=110.0)
+        watch.read({**ENDED, "status": 69}, now=111.0)
     assert watch.action(110.0 + LOST_LINGER - 0.1) is None
     assert watch.action(110.0 + LOST_LINGER) == "TERM"
     assert watch.action(110.0 + LOST_LINGER + LOST_KILL_AFTER) == "KILL"

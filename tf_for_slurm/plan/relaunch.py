@@ -69,8 +69,9 @@ def _node(rows: Sequence[Mapping[str, Any]], rank: object) -> Optional[str]:
 
 def lost_nodes(status: Optional[Mapping[str, Any]], srun_errors: Sequence[str]) -> Tuple[str, ...]:
     """The nodes the step lost, in the order found: those of tasks the hub counted as lost (their
-    supervisor vanished or went silent); and when the hub never wrote the step's end, its own node,
-    unless srun saw its task end (then the hub failed, not its node)."""
+    supervisor vanished or went silent); and when the hub never decided the step's end (its file
+    still says running), its own node, unless srun saw its task end (then the hub failed, not its
+    node).  A hub that decided was alive: ended while ending its own command, it is not taken for lost."""
     if not status:
         return ()
     rows = task_rows(status)
@@ -80,7 +81,7 @@ def lost_nodes(status: Optional[Mapping[str, Any]], srun_errors: Sequence[str]) 
         state = next((row.get("state") for row in rows if row.get("rank") == failure.get("rank")), None)
         if state not in ("exited", None) and isinstance(failure.get("node"), str):
             found.append(str(failure["node"]))  # lost through silence: told to end, so not marked lost
-    if status.get("state") != "ended" and status.get("chief") not in srun_ended_ranks(srun_errors):
+    if status.get("state") == "running" and status.get("chief") not in srun_ended_ranks(srun_errors):
         hub = _node(rows, status.get("chief"))
         if hub is not None:
             found.append(hub)

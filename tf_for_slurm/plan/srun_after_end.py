@@ -7,8 +7,8 @@ SlurmdTimeout later (300 s by default).  The hub knows the step's end long befor
 "ended" as it exits, once its tasks have ended, and srun returns 1-2 s later when every task could
 report.  So srun gets LINGER s, then SIGTERM, then after KILL_AFTER more SIGKILL; batch-step then
 takes the hub's status as the step's.  The same when the hub's own node was lost: it writes nothing,
-but srun reports the other tasks' failure (they end when they lose the hub) and then waits for it;
-the first failing task's status is then the step's.
+but srun reports the other tasks' failure (they end when they lose the hub) and then waits for it:
+LINGER s after that report, the first failing task's status is the step's.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ class SrunAfterEnd:
         if self.lost or code == LOST_STATUS:
             self._lost()
 
-    def task_failed(self, now: float, status: int) -> None:
-        """srun reported a task's failure with `status` (under exec, every task then ends within seconds)."""
+    def task_failed(self, now: float) -> None:
+        """srun reported a task's failure (under exec, every task then ends within seconds).  The
+        linger stays LINGER: a live hub ends its own command within its kill grace and then writes
+        the step's end (and a lost task's shorter linger); a lost hub writes nothing."""
         if self.ended_at is None:
             self.ended_at = now
-        if status == LOST_STATUS:  # a task that lost the hub: the hub's node may be lost
-            self._lost()
 
     def _lost(self) -> None:
         self.linger, self.kill_after = min(self.linger, LOST_LINGER), min(self.kill_after, LOST_KILL_AFTER)

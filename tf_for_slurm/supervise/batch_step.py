@@ -215,8 +215,7 @@ class _Step:
             return
         self._looked = now
         if watch.ended_at is None and self.command.errors and srun_ended_ranks(self.command.errors):
-            # e.g. the hub's node lost: the others fail (LOST_STATUS), srun waits for it
-            watch.task_failed(now, first_failure("".join(self.command.errors), 1))
+            watch.task_failed(now)  # e.g. the hub's node lost: the others fail, srun waits for it
         if watch.status is None:
             try:
                 mtime = os.stat(self.status_file).st_mtime
