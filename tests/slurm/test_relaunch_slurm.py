@@ -32,6 +32,24 @@ ENDED = r"srun exit status"  # batch-step's word on a run's end: waiting for any
 TF1_SCRIPT = REPO / "tests" / "unmodified" / "tf1_ps_worker.py"
 
 
+def _relaunched_then_completed(log) -> float:
+    """Once node2 was lost: when batch-step relaunched the step; the run's last srun then ended 0."""
+    wait_for_log(log, r"relaunch 1 of 2", 120, unless=ENDED)
+    relaunched_at = time.time()
+    wait_for_log(log, r"srun exit status 0\b", 240, unless=r"not requeued|requeued job")
+    return relaunched_at
+
+
+def _completed_once(cluster, job: str, log) -> str:
+    """The job COMPLETED, never requeued, after one relaunch on node1 and the spare node3; its log."""
+    info = cluster.wait_job(job, 120)
+    text = log.read_text(errors="replace")
+    assert info["JobState"] == "COMPLETED" and info.get("Restarts") == "0", (info, text[-4000:])
+    assert re.search(r"relaunch 1 of 2: lost node2; starting the step again at once on node1,node3 \(node3 in place "
+                     r"of node2\), [0-9.]+ s after the step ended", text), text[-4000:]
+    return text
+
+
 @pytest.mark.timeout(420)
 def test_mwms_job_relaunches_on_the_spare_node_and_completes_without_a_requeue(slurm_cluster, tmp_path):
     env = {"PYTHON": PYTHON, "PYTHONPATH": str(REPO), "NUM_PS": "0", "SPARE_NODES": "1", "IB": "NoIB",
@@ -49,16 +67,10 @@ def test_mwms_job_relaunches_on_the_spare_node_and_completes_without_a_requeue(s
         killed = lose_node(slurm_cluster, "node2", job)
         assert len(killed) >= 3, killed  # slurmd, slurmstepd, the task (its supervisor and command)
         lost_at = time.time()
-        text = wait_for_log(log, r"relaunch 1 of 2", 120, unless=ENDED)
-        relaunched_at = time.time()
-        text = wait_for_log(log, r"srun exit status 0\b", 240, unless=r"not requeued|requeued job")
+        relaunched_at = _relaunched_then_completed(log)
     finally:
         restore_nodes(slurm_cluster)
-    info = slurm_cluster.wait_job(job, 120)
-    text = log.read_text(errors="replace")
-    assert info["JobState"] == "COMPLETED" and info.get("Restarts") == "0", (info, text[-4000:])
-    assert re.search(r"relaunch 1 of 2: lost node2; starting the step again at once on node1,node3 \(node3 in place "
-                     r"of node2\)", text), text[-4000:]
+    text = _completed_once(slurm_cluster, job, log)
     # the relaunched step ran on node1 and node3; fit resumed past epoch 0 and both workers finished
     second = text.split("relaunch 1 of 2", 1)[1]
     resumed = [int(e) for e in re.findall(r"worker 1 epoch (\d+) at", second)]
@@ -91,16 +103,11 @@ def test_tf1_job_whose_ps_node_is_lost_relaunches_and_completes(slurm_cluster, t
         wait_for_log(chief, r"worker 0 training from step 0", 240, unless=ENDED)
         time.sleep(3)  # the loss mid-training (pacing makes it last 20 s and more)
         assert len(lose_node(slurm_cluster, "node2", job)) >= 3
-        wait_for_log(log, r"relaunch 1 of 2", 120, unless=ENDED)
-        wait_for_log(log, r"srun exit status 0\b", 240, unless=r"not requeued|requeued job")
+        _relaunched_then_completed(log)
     finally:
         restore_nodes(slurm_cluster)
-    info = slurm_cluster.wait_job(job, 120)
-    text = log.read_text(errors="replace")
-    assert info["JobState"] == "COMPLETED" and info.get("Restarts") == "0", (info, text[-4000:])
-    assert re.search(r"relaunch 1 of 2: lost node2; starting the step again at once on node1,node3 \(node3 in place "
-                     r"of node2\), [0-9.]+ s after the step ended; it resumes from the checkpoint at global step \d+",
-                     text), text[-4000:]
+    text = _completed_once(slurm_cluster, job, log)
+    assert re.search(r"it resumes from the checkpoint at global step \d+", text), text[-4000:]
     said = chief.read_text(errors="replace")
     assert len(re.findall(r"worker 0 training from step \d+", said)) == 2 and "worker 0 done" in said, said[-3000:]
     last = re.search(r'^model_checkpoint_path: ".*-(\d+)"$', (model / "checkpoint").read_text(), re.M)
