@@ -2,7 +2,8 @@
 
 import pytest
 
-from tf_for_slurm.plan.relaunch import NoRelaunch, Relaunch, decide, lost_nodes, srun_ended_ranks, step_nodes
+from tf_for_slurm.plan.batch_settings import srun_ended_ranks
+from tf_for_slurm.plan.relaunch import NoRelaunch, Relaunch, decide, lost_nodes, step_nodes
 from tf_for_slurm.plan.requeue import LOST_STATUS
 
 ROWS = [[0, "ps", 0, "node1", "running", None, 0, None], [1, "worker", 0, "node2", "running", None, 0, None],
@@ -59,11 +60,11 @@ STEP = ("node1", "node2", "node3")
 
 @pytest.mark.parametrize("status,stopped,lost,ran_on,before,used,budget,want", [
     (LOST_STATUS, False, ("node1",), STEP, (), 0, 2,
-     Relaunch(("node2", "node3", "node4"), ("node1",), ("node4",), 1, 3)),
+     Relaunch(("node2", "node3", "node4"), ("node1",), ("node4",), 1)),
     # a second loss during the relaunch: the first lost node is never used again
     (LOST_STATUS, False, ("node4",), ("node2", "node3", "node4"), ("node1",), 1, 2, "2 healthy node(s) left of the allocation's 4, the step needs 3"),
     (LOST_STATUS, False, ("node3",), ("node2", "node3"), ("node1",), 1, 2,
-     Relaunch(("node2", "node4"), ("node3",), ("node4",), 2, 2)),
+     Relaunch(("node2", "node4"), ("node3",), ("node4",), 2)),
     (LOST_STATUS, False, ("node1",), STEP, (), 2, 2, "budget is spent (2 of 2"),
     (LOST_STATUS, True, ("node1",), STEP, (), 0, 2, "a stop was asked for"),
     (LOST_STATUS, False, ("node1",), (), (), 0, 2, "nodes are unknown"),

@@ -760,3 +760,19 @@ def test_the_relaunch_budget_is_a_bound(fake_slurm):
     env = {**env, "FAKE_STATUS": _status("ended", 2), "FAKE_FAILED": "node[1-2]: tasks 0-1", "FAKE_FIRST": "69"}
     rc, log, argv, batch = _relaunch_run(tmp_path, env, "node[1-4]", "--spare-nodes", "1", "--max-relaunches", "0")
     assert len(argv) == 1 and "relaunch" not in log and "requeued job 77" in log, log
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("extra,command,message", [
+    (["--spare-nodes", "3"], ["srun", "x"], "--spare-nodes=3: expected fewer than the allocation's 3 node(s)"),
+    (["--spare-nodes", "1"], ["mpirun", "x"], "--spare-nodes=1: expected a step command that runs srun"),
+    (["--spare-nodes", "1"], ["srun", "--het-group=0,1", "x"], "not over the components of a heterogeneous job"),
+    (["--max-relaunches", "two"], ["srun", "x"], "--max-relaunches='two'"),
+])
+def test_relaunch_options_are_checked_in_one_line(fake_slurm, extra, command, message):
+    tmp_path, env = fake_slurm
+    r = subprocess.run([PY, "-m", "tf_for_slurm", "batch-step", *extra, "--", *command],
+                       env={**env, "SLURM_JOB_NODELIST": "node[1-3]"}, capture_output=True, text=True, timeout=30)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and message in lines[0], (r.returncode, r.stderr)
+    assert not (tmp_path / "argv.0").exists() and not (tmp_path / "started").exists()  # nothing ran

@@ -19,20 +19,22 @@ variables and `tf_for_slurm.cli.batch` is the two commands.
 from __future__ import annotations
 
 import re
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Set, Tuple
 
 from tf_for_slurm.errors import UsageError
 from tf_for_slurm.plan.numbers import parse_int
 from tf_for_slurm.plan.step import MAX_TASKS, parse_tasks_per_node
 
-__all__ = ["SETTINGS", "first_failure", "job_counts", "mem_per_cpu_for_task", "strict_int", "template_settings"]
+__all__ = ["SETTINGS", "first_failure", "job_counts", "mem_per_cpu_for_task", "srun_ended_ranks", "strict_int",
+           "template_settings"]
 
 SETTINGS = ("NTASKS", "CPUS_PER_TASK", "NUM_WORKERS", "MEM_PER_CPU", "RESV_PORTS")
 # srun 22.05: "srun: error: node2: task 2: Exited with exit code 3", "... tasks 1-2: Killed",
 # "... task 0: Terminated"
-_SRUN_TASK_END = re.compile(r"^srun: error: \S+: tasks? [0-9,\-]+: "
+_SRUN_TASK_END = re.compile(r"^srun: error: \S+: tasks? ([0-9,\-]+): "
                             r"(?:Exited with exit code ([0-9]+)|(Killed|Terminated|Segmentation fault|Aborted))")
 _SIGNALS = {"Killed": 9, "Terminated": 15, "Segmentation fault": 11, "Aborted": 6}
+MAX_RANKS = 1 << 20  # bound on one 'tasks A-B' range read from srun's stderr
 
 
 def strict_int(value: object, name: str, minimum: int = 0, maximum: Optional[int] = None) -> int:
@@ -94,7 +96,20 @@ def first_failure(srun_stderr: str, srun_status: int) -> int:
         m = _SRUN_TASK_END.match(line.strip())
         if not m:
             continue
-        code = int(m.group(1)) if m.group(1) is not None else 128 + _SIGNALS[m.group(2)]
+        code = int(m.group(2)) if m.group(2) is not None else 128 + _SIGNALS[m.group(3)]
         if code != 0:
             return min(code, 255)
     return srun_status
+
+
+def srun_ended_ranks(lines: Sequence[str]) -> Set[int]:
+    """The ranks srun reported ending, by the same lines as first_failure ('srun: error: node2: tasks
+    1-2,4: Exited ...')."""
+    ranks: Set[int] = set()
+    for line in lines:
+        m = _SRUN_TASK_END.match(line.strip())
+        for part in m.group(1).split(",") if m else ():
+            low, _, high = part.partition("-")
+            if low.isdigit() and (high.isdigit() or not high) and 0 <= int(high or low) - int(low) <= MAX_RANKS:
+                ranks.update(range(int(low), int(high or low) + 1))
+    return ranks

@@ -14,15 +14,12 @@ usual requeue decision (plan.requeue) follows.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
+from tf_for_slurm.plan.batch_settings import srun_ended_ranks
 from tf_for_slurm.plan.requeue import LOST_STATUS
 from tf_for_slurm.plan.step_status import task_rows
-
-_SRUN_TASKS = re.compile(r"^srun: error: \S+: tasks? ([0-9,\-]+): ")
-MAX_RANKS = 1 << 20  # bound on one 'tasks A-B' range read from srun's stderr
 
 
 @dataclass(frozen=True)
@@ -33,7 +30,6 @@ class Relaunch:
     lost: Tuple[str, ...]  # the nodes the step that just ended lost
     spares: Tuple[str, ...]  # the nodes taking their places
     number: int  # 1 for the run's first relaunch
-    healthy: int  # nodes of the allocation never lost
 
 
 @dataclass(frozen=True)
@@ -44,29 +40,6 @@ class NoRelaunch:
     lost: Tuple[str, ...] = ()
 
 
-def srun_ended_ranks(errors: Sequence[str]) -> Set[int]:
-    """The ranks srun reported ending ('srun: error: node2: tasks 1-2,4: Exited ...')."""
-    ranks: Set[int] = set()
-    for line in errors:
-        m = _SRUN_TASKS.match(line.strip())
-        if not m:
-            continue
-        for part in m.group(1).split(","):
-            low, _, high = part.partition("-")
-            if low.isdigit() and (high.isdigit() or not high):
-                first, last = int(low), int(high or low)
-                if 0 <= last - first <= MAX_RANKS:
-                    ranks.update(range(first, last + 1))
-    return ranks
-
-
-def _node(rows: Sequence[Mapping[str, Any]], rank: object) -> Optional[str]:
-    for row in rows:
-        if row.get("rank") == rank and isinstance(row.get("node"), str):
-            return str(row["node"])
-    return None
-
-
 def lost_nodes(status: Optional[Mapping[str, Any]], srun_errors: Sequence[str]) -> Tuple[str, ...]:
     """The nodes the step lost, in the order found: those of tasks the hub counted as lost (their
     supervisor vanished or went silent); and when the hub never decided the step's end (its file
@@ -74,18 +47,15 @@ def lost_nodes(status: Optional[Mapping[str, Any]], srun_errors: Sequence[str]) 
     node).  A hub that decided was alive: ended while ending its own command, it is not taken for lost."""
     if not status:
         return ()
-    rows = task_rows(status)
-    found: List[str] = [str(row["node"]) for row in rows if row.get("state") == "lost"]
+    by_rank = {row.get("rank"): row for row in task_rows(status)}
+    found: List[object] = [row.get("node") for row in by_rank.values() if row.get("state") == "lost"]
     failure = status.get("first_failure")
     if isinstance(failure, Mapping) and failure.get("status") == LOST_STATUS:
-        state = next((row.get("state") for row in rows if row.get("rank") == failure.get("rank")), None)
-        if state not in ("exited", None) and isinstance(failure.get("node"), str):
-            found.append(str(failure["node"]))  # lost through silence: told to end, so not marked lost
+        if by_rank.get(failure.get("rank"), {}).get("state") not in ("exited", None):
+            found.append(failure.get("node"))  # lost through silence: told to end, so not marked lost
     if status.get("state") == "running" and status.get("chief") not in srun_ended_ranks(srun_errors):
-        hub = _node(rows, status.get("chief"))
-        if hub is not None:
-            found.append(hub)
-    return tuple(dict.fromkeys(node for node in found if node not in ("", "?")))
+        found.append(by_rank.get(status.get("chief"), {}).get("node"))
+    return tuple(dict.fromkeys(str(node) for node in found if isinstance(node, str) and node not in ("", "?")))
 
 
 def step_nodes(status: Optional[Mapping[str, Any]]) -> Tuple[str, ...]:
@@ -116,7 +86,7 @@ def decide(step_status: Optional[int], stopped: bool, lost: Sequence[str], ran_o
         return NoRelaunch(f"{healthy} healthy node(s) left of the allocation's {len(allocation)}, the step needs "
                           f"{len(ran_on)}", lost)
     taken = tuple(spares[:len(ran_on) - len(kept)])
-    return Relaunch(nodes=tuple(kept) + taken, lost=lost, spares=taken, number=used + 1, healthy=healthy)
+    return Relaunch(nodes=tuple(kept) + taken, lost=lost, spares=taken, number=used + 1)
 
 
-__all__ = ["MAX_RANKS", "NoRelaunch", "Relaunch", "decide", "lost_nodes", "srun_ended_ranks", "step_nodes"]
+__all__ = ["NoRelaunch", "Relaunch", "decide", "lost_nodes", "step_nodes"]

@@ -40,8 +40,7 @@ from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings, threads
 from tf_for_slurm.host.step_secret import with_secret
 from tf_for_slurm.plan import relaunch
-from tf_for_slurm.plan.batch_settings import first_failure
-from tf_for_slurm.plan.relaunch import srun_ended_ranks
+from tf_for_slurm.plan.batch_settings import first_failure, srun_ended_ranks
 from tf_for_slurm.plan.requeue import START_GRACE, Decision, checkpoint_step, decide
 from tf_for_slurm.plan.srun_after_end import SrunAfterEnd
 from tf_for_slurm.plan.srun_command import with_nodes
