@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from tf_for_slurm.errors import UsageError, bad_value
@@ -116,10 +116,11 @@ class JobSpec:
     address: Optional[str] = None  # None: exec's default
     checkpoint_dir: Optional[str] = None
     target: Optional[int] = None
-    warn_margin: int = 60
-    max_requeues: int = 10
+    # batch-step's budgets: their defaults are the settings' (host/settings.py), one home each
+    warn_margin: int = field(default_factory=lambda: settings.default_int(settings.WARN_MARGIN))
+    max_requeues: int = field(default_factory=lambda: settings.default_int(settings.MAX_REQUEUES))
     spare_nodes: int = 0  # nodes allocated beyond the step's (sbatch --nodes counts them; batch-step leaves them free)
-    max_relaunches: int = 2
+    max_relaunches: int = field(default_factory=lambda: settings.default_int(settings.MAX_RELAUNCHES))
     # a heterogeneous job: the sbatch words of components 1, 2, ... (component 0's are sbatch_args),
     # each component's task count, and one role per component (exec --roles-by-component)
     more_components: Tuple[Tuple[str, ...], ...] = ()
