@@ -2,9 +2,19 @@
 
 import pytest
 
-from tf_for_slurm.plan.srun_after_end import KILL_AFTER, LINGER, LOST_KILL_AFTER, LOST_LINGER, SrunAfterEnd
+from tf_for_slurm.plan.srun_after_end import KILL_AFTER, LINGER, LOST_KILL_AFTER, LOST_LINGER, SrunAfterEnd, written_since
 
 ENDED = {"state": "ended", "status": 0, "updated_at": 105.0, "lost": []}
+
+
+@pytest.mark.parametrize("status,since", [
+    (None, False), ({}, False),
+    ({"updated_at": 99.999}, False),  # before srun started at 100: an earlier step's file
+    ({"updated_at": 100}, True), ({"updated_at": 105.0}, True),
+    ({"updated_at": "105"}, False), ({"updated_at": None}, False),
+])
+def test_written_since_srun_started(status, since):
+    assert written_since(status, 100.0) is since
 
 
 @pytest.mark.parametrize("status,counts", [

@@ -25,6 +25,13 @@ KILL_AFTER = 5.0  # seconds from the SIGTERM to the SIGKILL
 LOST_LINGER, LOST_KILL_AFTER = 3.0, 2.0
 
 
+def written_since(status: Optional[Mapping[str, Any]], started: float) -> bool:
+    """Whether a reading of the hub's status file was written by this srun's step: updated at or after
+    `started` (srun's start, wall clock); an older file is an earlier step's (the same job folder)."""
+    updated = status.get("updated_at") if status else None
+    return isinstance(updated, (int, float)) and updated >= started
+
+
 class SrunAfterEnd:
     """Fed the hub's status file as it is read; says when to end srun ('TERM', then 'KILL')."""
 
@@ -41,8 +48,8 @@ class SrunAfterEnd:
         """One reading of the status file (None: missing or unreadable)."""
         if self.status is not None or not status or status.get("state") != "ended":
             return
-        updated, code = status.get("updated_at"), status.get("status")
-        if not isinstance(updated, (int, float)) or updated < self.started or not isinstance(code, int):
+        code = status.get("status")
+        if not written_since(status, self.started) or not isinstance(code, int):
             return
         self.status = code
         self.ended_at = now if self.ended_at is None else self.ended_at

@@ -42,7 +42,7 @@ from tf_for_slurm.host.step_secret import with_secret
 from tf_for_slurm.plan import relaunch
 from tf_for_slurm.plan.batch_settings import first_failure, srun_ended_ranks
 from tf_for_slurm.plan.requeue import START_GRACE, Decision, checkpoint_step, decide
-from tf_for_slurm.plan.srun_after_end import SrunAfterEnd
+from tf_for_slurm.plan.srun_after_end import SrunAfterEnd, written_since
 from tf_for_slurm.plan.srun_command import with_nodes
 from tf_for_slurm.plan.stop_relay import (
     Action,
@@ -150,8 +150,7 @@ class _Step:
     def hub_status(self) -> Optional[Dict[str, Any]]:
         """The step's status file, when this srun's step (its hub) wrote it."""
         status = job_folder.read_json(self.status_file) if self.status_file and self.started else None
-        updated = status.get("updated_at") if status else None
-        return status if isinstance(updated, (int, float)) and updated >= (self.started or 0) else None
+        return status if self.started and written_since(status, self.started) else None
 
     def _do(self, actions: Sequence[Action]) -> None:
         if self.retired:
