@@ -178,7 +178,14 @@ class ForwardSignals:
         self._wake.poke()
 
     def __exit__(self, *exc: object) -> None:
-        # the command is gone: a late time-limit warning must not kill this supervisor (the task
-        # would end 138, a failure); everything else gets its previous handler back
-        for signo, handler in self._previous.items():
-            signal.signal(signo, signal.SIG_IGN if signo in (signal.SIGUSR1, signal.SIGUSR2) else handler)
+        # The command is gone and the supervisor is finishing (its final status file, its private
+        # files, its exit status: bounded work).  A late signal must not kill it half-way: Slurm's
+        # step cancel (srun --kill-on-bad-exit, scancel) sends SIGTERM again, and a supervisor killed
+        # by it leaves the status file at "ending" and the task's status at 143 (seen under CI load).
+        # So a late stop is only recorded (Slurm's SIGKILL after KillWait still bounds a hung end)
+        # and a late time-limit warning ignored (the task would end 138, a failure).
+        for signo in self._previous:
+            signal.signal(signo, signal.SIG_IGN if signo in (signal.SIGUSR1, signal.SIGUSR2) else self._late)
+
+    def _late(self, signo: int, _frame: object) -> None:
+        self.received.append(signo)
