@@ -16,9 +16,10 @@ Run: .venv/bin/python bench/bench_iterator_end.py [--rounds 10] [--seconds 12]
 Measured on this repository's 2-core machine, quiet (2026-11-27, TensorFlow 2.21), 10 rounds of 12 s:
 0.000-0.001 s seven times, 8.46 s three times; 6 rounds of 15 s: 5.45 s once.
 Tried and dropped: freeing the iterators from a thread of exec's shim (the program runs on while it
-waits) aborted 2 of 5 MWMS runs at exit ("terminate called ... FATAL: exception not rethrown"): a
-Python thread inside TensorFlow's destructor when the interpreter ends is killed mid-C++ by
-CPython's finalization.  Waiting for it at exit would move the wait, not remove it.
+waits) aborted a task at exit in 2 of 5 MWMS runs of bench_mwms_repeat.py ("terminate called ...
+FATAL: exception not rethrown"): a Python thread inside TensorFlow's destructor when the
+interpreter ends is killed mid-C++ by CPython's finalization.  Waiting for it at exit would move
+the wait, not remove it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PROGRAM = """
-import json, sys, threading, time, weakref
+import json, sys, time
 import numpy as np
 import tensorflow as tf
 
@@ -44,23 +45,18 @@ for r in range(rounds):
     while time.time() < end:
         next(it)
         time.sleep(0.01)
-    freed = threading.Event()
-    ref = weakref.ref(it._iterator_resource, lambda _r: freed.set())
     t0 = time.time()
     del it
-    stalled = time.time() - t0
-    freed.wait(120)
-    print(json.dumps({"round": r, "program_stalled_s": round(stalled, 3),
-                      "freed_after_s": round(time.time() - t0, 3) if freed.is_set() else None}), flush=True)
+    print(json.dumps({"round": r, "program_stalled_s": round(time.time() - t0, 3)}), flush=True)
 """
 
 
 def rounds_of(rounds: int, seconds: float) -> list:
-    """One process's rounds: [{'round', 'program_stalled_s', 'freed_after_s'}, ...]."""
+    """One process's rounds: [{'round', 'program_stalled_s'}, ...]."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     res = subprocess.run([sys.executable, "-c", PROGRAM, str(rounds), str(seconds)], capture_output=True,
-                         text=True, env=env, timeout=rounds * (seconds + 130) + 120)
+                         text=True, env=env, timeout=rounds * (seconds + 70) + 120)
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-3000:])
     return [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]

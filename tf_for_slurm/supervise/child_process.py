@@ -16,8 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from types import FrameType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Callable, List, Mapping, Optional, Sequence
 
 from tf_for_slurm.host import threads
 
@@ -25,9 +24,6 @@ from tf_for_slurm.host import threads
 LOGGER = "tf_for_slurm.supervisor"
 SUMMARY_LOGGER = "tf_for_slurm.summary"  # the step's end, in the job's log at the default level (INFO)
 log = logging.getLogger(LOGGER)
-
-# what signal.signal returns and takes back
-Handler = Union[Callable[[int, Optional[FrameType]], Any], int, signal.Handlers, None]
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -152,18 +148,20 @@ STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal
 
 
 class ForwardSignals:
-    """While active, signals sent to us go to the command's process group (main thread only)."""
+    """While active, signals sent to us go to the command's process group (main thread only); after,
+    a stop is only recorded and a time-limit warning ignored (see __exit__)."""
 
     def __init__(self, wake: Wake):
         self.child: Optional[Child] = None
         self.received: List[int] = []
         self._wake = wake
-        self._previous: Dict[int, Handler] = {}
+        self._installed: List[int] = []  # the signals whose handler is ours
 
     def __enter__(self) -> "ForwardSignals":
         if threading.current_thread() is threading.main_thread():
             for signo in FORWARDED:
-                self._previous[signo] = signal.signal(signo, self._handle)
+                signal.signal(signo, self._handle)
+                self._installed.append(signo)
         return self
 
     def stop_since(self, seen: int) -> Optional[int]:
@@ -180,11 +178,11 @@ class ForwardSignals:
     def __exit__(self, *exc: object) -> None:
         # The command is gone and the supervisor is finishing (its final status file, its private
         # files, its exit status: bounded work).  A late signal must not kill it half-way: Slurm's
-        # step cancel (srun --kill-on-bad-exit, scancel) sends SIGTERM again, and a supervisor killed
-        # by it leaves the status file at "ending" and the task's status at 143 (seen under CI load).
+        # step cancel (srun --kill-on-bad-exit, scancel) can send its SIGTERM just then, and a
+        # supervisor killed by it leaves the status file at "ending" (seen in CI: the hub died by 15).
         # So a late stop is only recorded (Slurm's SIGKILL after KillWait still bounds a hung end)
         # and a late time-limit warning ignored (the task would end 138, a failure).
-        for signo in self._previous:
+        for signo in self._installed:
             signal.signal(signo, signal.SIG_IGN if signo in (signal.SIGUSR1, signal.SIGUSR2) else self._late)
 
     def _late(self, signo: int, _frame: object) -> None:
