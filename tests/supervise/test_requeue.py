@@ -382,10 +382,10 @@ def test_batch_step_backstop_waits_again_when_the_limit_was_raised(monkeypatch):
     calls = []
     monkeypatch.setattr(step, "arm_backstop", lambda: calls.append("again"))
     monkeypatch.setattr(step, "handle", lambda *args: calls.append("stop"))
-    monkeypatch.setattr(batch_step, "job_times", lambda job: (None, 2000.0))
+    monkeypatch.setattr(batch_step, "job_times", lambda job, *_a: (None, 2000.0))
     step._backstop(1000.0)
     assert calls == ["again"]
-    monkeypatch.setattr(batch_step, "job_times", lambda job: (None, 1000.0))  # unchanged: stop now
+    monkeypatch.setattr(batch_step, "job_times", lambda job, *_a: (None, 1000.0))  # unchanged: stop now
     step._backstop(1000.0)
     assert calls == ["again", "stop"]
 
@@ -607,15 +607,19 @@ def test_job_times_and_requeue_job_read_slurms_answers():
 
     start, end = (time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%S")) for t in ("2024-05-01T10:00:00",
                                                                                 "2024-05-01T11:00:00"))
-    assert job_times("7", answer("2024-05-01T10:00:00 2024-05-01T11:00:00\n")) == (start, end)
-    assert job_times("7", answer("2024-05-01T11:00:00\n")) == (None, end)
-    assert job_times("7", answer("N/A N/A\n")) == (None, None)
-    assert job_times("7", answer("2024-05-01T10:00:00 2024-05-01T11:00:00\n", 1)) == (None, None)
-    assert job_times("7", missing) == (None, None)
-    assert requeue_job("7", answer("")) is None
-    assert requeue_job("7", answer("", 1, "scontrol: error: x\nJob is not requeueable\n")) == "Job is not requeueable"
-    assert requeue_job("7", answer("", 2)) == "2"
-    assert requeue_job("7", answer("", -9)) == "killed by signal 9"
+    assert job_times("7", 0, run=answer("2024-05-01T10:00:00 2024-05-01T11:00:00\n")) == (start, end)
+    assert job_times("7", 0, run=answer("2024-05-01T11:00:00\n")) == (None, end)
+    assert job_times("7", 0, run=answer("N/A N/A\n")) == (None, None)
+    assert job_times("7", 0, run=answer("2024-05-01T10:00:00 2024-05-01T11:00:00\n", 1)) == (None, None)
+    assert job_times("7", 0, run=missing) == (None, None)
+    assert requeue_job("7", 0, run=answer("")) is None
+    assert requeue_job("7", 0, run=answer("", 1, "scontrol: error: x\nJob is not requeueable\n")) == \
+        ("Job is not requeueable", False)
+    assert requeue_job("7", 0, run=answer("", 2)) == ("2", False)
+    assert requeue_job("7", 0, run=answer("", -9)) == ("killed by signal 9", False)
+    said = []
+    away = requeue_job("7", 0, said.append, run=answer("", 1, "Unable to contact slurm controller (connect failure)"))
+    assert away is not None and away.away and "did not answer" in away.why and said == [away.why]
 
 
 # a step whose hub wrote its end (status 0, a task lost) but whose srun still waits, as `srun --no-kill` does for

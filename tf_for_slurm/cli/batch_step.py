@@ -66,10 +66,13 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(bad_value("--checkpoint-dir", args.checkpoint_dir, "an existing directory"))
     restarts = settings.count_from(env, slurm.RESTART_COUNT, 0)
     relaunches, spares, allocation = _relaunch_options(args, env, command)
+    wait = settings.seconds(env, settings.CONTROLLER_WAIT, 0.0, 7 * 86400.0)
+    wait = settings.default_seconds(settings.CONTROLLER_WAIT) if wait is None else wait
     return batch_step.run_step(command, job, restarts=restarts, max_requeues=limit, warn_margin=margin,
                                target=target, checkpoint_dir=args.checkpoint_dir, warn_file=args.warn_file,
                                requeue=not args.no_requeue, start_grace=grace, max_relaunches=relaunches,
-                               allocation=allocation, spare_nodes=spares)
+                               allocation=allocation, spare_nodes=spares,
+                               controller_wait=wait)
 
 
 def _relaunch_options(args: argparse.Namespace, env: Mapping[str, str], command: List[str]) -> tuple:

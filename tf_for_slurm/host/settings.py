@@ -108,6 +108,9 @@ SPARE_NODES = _setting("TF_SLURM_SPARE_NODES", "int", "0", "batch-step: nodes of
                        "leaves free, to take a lost node's place (`tf-slurm submit --spare-nodes`)")
 WARN_MARGIN = _setting("TF_SLURM_WARN_MARGIN", "int", "60", "batch-step: seconds before the time limit at "
                        "which the tasks are told to stop")
+CONTROLLER_WAIT = _setting("TF_SLURM_CONTROLLER_WAIT", "seconds", "600", "batch-step and submit: how long a Slurm "
+                          "command (scontrol requeue, squeue, srun's step creation, sbatch) waits through an outage of "
+                          "Slurm's controller before it counts as failed")
 # -- the job folder (tf-slurm submit, status, logs) -----------------------------------------------
 JOB_DIR = _setting("TF_SLURM_JOB_DIR", "text", None, "the job's folder: exec's hub writes `status.json` there and "
                    "batch-step `batch.json` (set by `tf-slurm submit`'s script, `tf-slurm local` and the templates)")

@@ -42,6 +42,7 @@ from tf_for_slurm.host.step_secret import with_secret
 from tf_for_slurm.plan import relaunch
 from tf_for_slurm.plan.batch_settings import first_failure, srun_ended_ranks
 from tf_for_slurm.plan.requeue import START_GRACE, Decision, checkpoint_step, decide
+from tf_for_slurm.plan.slurm_outage import GiveUp, Outage, TryAgain, step_not_created
 from tf_for_slurm.plan.srun_after_end import SrunAfterEnd, written_since
 from tf_for_slurm.plan.srun_command import with_nodes
 from tf_for_slurm.plan.stop_relay import (
@@ -63,6 +64,7 @@ from tf_for_slurm.supervise.slurm_job import job_times, requeue_job
 from tf_for_slurm.supervise.step_command import StepCommand
 from tf_for_slurm.supervise.warn_file import WARN_POLL, WarnFile, read_warn_file
 
+ASK_PATIENCE = 15.0  # seconds a warning's question for the job's times waits through an outage (its moment waits)
 _TAKEN = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)  # the signals batch-step takes (plan.stop_relay.PASSED_ON)
 
 
@@ -98,8 +100,9 @@ class _Step:
     """The wiring: srun, the signals, the warning file, squeue and the timers feed the StopRelay; its
     actions are carried out here, and nothing else is decided here."""
 
-    def __init__(self, job_id: str, warn_margin: float, start_grace: float = START_GRACE):
-        self.job_id = job_id
+    def __init__(self, job_id: str, warn_margin: float, start_grace: float = START_GRACE,
+                 controller_wait: float = 600.0):
+        self.job_id, self.controller_wait = job_id, controller_wait
         self.warn_margin, self.start_grace = warn_margin, start_grace
         self.relay = StopRelay(warn_margin, start_grace)
         self.command = StepCommand()
@@ -129,7 +132,7 @@ class _Step:
 
     def arm_backstop(self) -> None:
         """Tell the step to stop --warn-margin s before EndTime even if no warning comes."""
-        start, end = job_times(self.job_id)
+        start, end = job_times(self.job_id, self.controller_wait, _say)  # an outage at the start is waited out
         self._do(self.relay.backstop_times(start, end, time.time()))
 
     def _backstop(self, end: float) -> None:
@@ -169,13 +172,13 @@ class _Step:
         elif isinstance(action, Send):
             self.command.send(_signo(action.signal))
         elif isinstance(action, AskTimes):
-            start, end = job_times(self.job_id)
+            start, end = job_times(self.job_id, ASK_PATIENCE, _say)
             self._do(self.relay.warning_times(action, start, end, time.time()))
         elif isinstance(action, Backstop):
             if action.delay < threading.TIMEOUT_MAX:
                 self._timer(action.delay, self._backstop, action.end)
         elif isinstance(action, CheckLimit):
-            self._do(self.relay.limit_checked(action.end, job_times(self.job_id)[1], time.time()))
+            self._do(self.relay.limit_checked(action.end, job_times(self.job_id, 0.0, _say)[1], time.time()))
         elif isinstance(action, Rearm):
             self.arm_backstop()
         elif isinstance(action, StopAsWarned):
@@ -196,6 +199,7 @@ class _Step:
                 if got is not None:
                     self.handle(_signo(got[0]), None, got[1])
             self._after_end(time.time())
+            self._creation_wait()
             return self.decide_now.is_set()
 
         rc = self.command.wait(WARN_POLL, look)
@@ -205,6 +209,16 @@ class _Step:
     def retire(self) -> None:
         """A relaunch replaced this srun (ended): a timer of its relay that fires later does nothing."""
         self.retired = True
+
+    def _creation_wait(self) -> None:
+        """srun waiting to create its step ('step creation temporarily disabled': busy nodes) for longer than
+        the controller wait: ended, once, with one line (its own wait has no bound)."""
+        since = self.command.delayed_since
+        if since is not None and time.monotonic() - since > self.controller_wait and not self.command.ended():
+            self.command.delayed_since = None
+            _say(f"srun has waited {self.controller_wait:g} s to create the step (Slurm: step creation temporarily "
+                 f"disabled; nodes busy): ending it ({settings.CONTROLLER_WAIT})")
+            self.command.send(signal.SIGTERM)
 
     def _after_end(self, now: float) -> None:
         """Once a second: the status file, when it changed, until it says the step ended; then srun's end."""
@@ -244,6 +258,7 @@ class _Run:
     checkpoint_dir: Optional[str]
     start_step: Optional[int]
     requeue: bool
+    controller_wait: float
 
 
 def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> Optional[int]:
@@ -251,14 +266,27 @@ def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> Opti
     when the decision could not wait for its end (DecideNow: srun still runs)."""
     for signo in _TAKEN:  # before srun starts: none is lost
         signal.signal(signo, step.handle)
-    try:
-        step.start(command)
-    except OSError as exc:
-        raise UsageError(bad_value("command", command[0], f"a program that runs ({exc.strerror})")) from None
-    threads.start_daemon(step.arm_backstop, name="backstop")  # its squeue never delays reading the warn file
-    rc = step.wait(warn_file)
-    if rc is None:
-        return None
+    outage = Outage("srun (creating the step)", step.controller_wait)
+    while True:
+        try:
+            step.start(command)
+        except OSError as exc:
+            raise UsageError(bad_value("command", command[0], f"a program that runs ({exc.strerror})")) from None
+        if outage.tries == 0:
+            threads.start_daemon(step.arm_backstop, name="backstop")  # its squeue never delays the warn file
+        rc = step.wait(warn_file)
+        if rc is None:
+            return None
+        reason = step_not_created(step.command.errors) if rc and not step.relay.signal else None
+        then = outage.failed(reason, time.monotonic()) if reason else None
+        if isinstance(then, GiveUp):
+            _say(then.line)
+        if not isinstance(then, TryAgain):
+            break
+        if then.line:
+            _say(then.line)
+        time.sleep(then.delay)  # no task ran: starting srun again is safe
+        step.command = StepCommand()
     status = first_failure("".join(step.command.errors), rc)
     after = step.after_end
     if after is not None and after.ended_srun and after.status is not None:
@@ -301,10 +329,10 @@ def _requeue_or_say(run: _Run, decision: Decision, since: str, told_time: Option
                     plain: bool) -> _Outcome:
     """Carry out the decision, with its one line (`plain`: no signal and status 0, the reason alone)."""
     if decision.requeue and run.requeue:
-        why = requeue_job(run.job)
-        if why is not None:
-            _say(f"scontrol requeue {run.job} failed ({why}): is the job requeueable (#SBATCH --requeue)? "
-                 f"ending with status 1")
+        failed = requeue_job(run.job, run.controller_wait, _say)
+        if failed is not None:
+            hint = "" if failed.away else " is the job requeueable (#SBATCH --requeue)?"
+            _say(f"scontrol requeue {run.job} failed ({failed.why}):{hint} ending with status 1")
             return _Outcome(requeued=False, status=1)
         told = f", {time.time() - told_time:.1f} s after the tasks were told" if told_time else ""
         _say(f"requeued job {run.job}{since}{told}: {decision.reason}")
@@ -339,7 +367,7 @@ def _relaunch_while_lost(run: _Run, step: _Step, status: Optional[int], command:
              f"the step ended; it resumes from {at}")
         record.relaunched(choice.lost, choice.nodes, choice.spares, ckpt)
         step.retire()
-        step = _Step(run.job, step.warn_margin, step.start_grace)
+        step = _Step(run.job, step.warn_margin, step.start_grace, run.controller_wait)
         status = _run_srun(step, with_nodes(command, len(choice.nodes), nodelist=choice.nodes, exclude=lost_before,
                                             overlap=True), warn_file)
 
@@ -347,17 +375,18 @@ def _relaunch_while_lost(run: _Run, step: _Step, status: Optional[int], command:
 def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, warn_margin: float,
              target: Optional[int] = None, checkpoint_dir: Optional[str] = None, warn_file: Optional[str] = None,
              requeue: bool = True, start_grace: float = START_GRACE, max_relaunches: int = 0,
-             allocation: Sequence[str] = (), spare_nodes: int = 0) -> int:
+             allocation: Sequence[str] = (), spare_nodes: int = 0, controller_wait: float = 600.0) -> int:
     """Run the step (`command`, srun ...) of batch job `job`; return its first failure's status, or
     0 once the job is requeued (`requeue`: False only logs the decision).  The arguments are checked
     (tf_for_slurm.cli.batch_step); `restarts` is how often the job was requeued before; a step that
     loses a node is started again on `allocation`'s other nodes up to `max_relaunches` times; the
-    first leaves `spare_nodes` of them free."""
-    run = _Run(job, restarts, max_requeues, target, checkpoint_dir, read_checkpoint_step(checkpoint_dir), requeue)
+    first leaves `spare_nodes` of them free; a Slurm command waits `controller_wait` s through an outage."""
+    run = _Run(job, restarts, max_requeues, target, checkpoint_dir, read_checkpoint_step(checkpoint_dir), requeue,
+               controller_wait)
     if restarts:
         _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at {run.start_step})")
     record = BatchRecord(job, restarts, max_requeues, target, checkpoint_dir, run.start_step, say=_say)
-    step = _Step(job, warn_margin, start_grace)
+    step = _Step(job, warn_margin, start_grace, controller_wait)
     first = with_nodes(command, len(allocation) - spare_nodes) if spare_nodes else command
     status = _run_srun(step, first, warn_file)
     if max_relaunches:

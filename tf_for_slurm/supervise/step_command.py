@@ -11,9 +11,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from typing import Callable, List, Mapping, Optional, Sequence
 
 from tf_for_slurm.host import threads
+from tf_for_slurm.plan.slurm_outage import STEP_CREATED, STEP_DELAYED
 from tf_for_slurm.supervise.child_process import exit_status
 
 ERROR_PREFIX = "srun: error:"  # the lines plan.batch_settings.first_failure reads
@@ -25,6 +27,7 @@ class StepCommand:
     def __init__(self) -> None:
         self.proc: Optional[subprocess.Popen] = None
         self.errors: List[str] = []  # srun's error lines, in order
+        self.delayed_since: Optional[float] = None  # monotonic time srun began waiting to create its step
         self._copier: Optional[threading.Thread] = None
 
     def start(self, argv: Sequence[str], env: Optional[Mapping[str, str]]) -> int:
@@ -42,6 +45,11 @@ class StepCommand:
             line = raw.decode("utf-8", "replace")
             if line.startswith(ERROR_PREFIX):
                 self.errors.append(line)
+            low = line.lower()
+            if STEP_DELAYED in low and self.delayed_since is None:
+                self.delayed_since = time.monotonic()
+            elif STEP_CREATED in low:
+                self.delayed_since = None
 
     def ended(self) -> bool:
         """Whether it started and has ended."""
