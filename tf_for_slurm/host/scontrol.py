@@ -2,15 +2,26 @@
 
 `scontrol` rather than `sacct`: it needs no accounting database (many small clusters, and the
 local test cluster, have none); Slurm forgets a job MinJobAge (300 s by default) after its end.
+
+Two failures look alike and mean opposite things: "Invalid job id specified" (Slurm answered: it
+does not know the job, it ended a while ago) and "Unable to contact slurm controller" (Slurm did not
+answer: the job may be running).  `ask_job` tells them apart (plan.slurm_outage's rule, run through
+host.slurm_call); `show_job` is its short form for callers that only want the job's fields.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
+from dataclasses import dataclass
 from typing import Dict, Optional
 
+from tf_for_slurm.host import slurm_call
+from tf_for_slurm.plan.slurm_outage import away_reason
+
 TIMEOUT = 30.0  # seconds: a slurmctld that does not answer must not hang a status view
+#: seconds of outage `ask_job` waits through by default: none, one try (a person is waiting; `status
+#: --watch`'s next redraw is the next try)
+PATIENCE = 0.0
 
 _KEY = re.compile(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_:/]*)=")
 
@@ -28,13 +39,31 @@ def parse_job(text: str) -> Dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class JobAnswer:
+    """What asking Slurm about a job came to.  `info`: the job's fields, None when Slurm does not know
+    it (or scontrol could not run); `away`: when Slurm's controller did not answer, the line that said
+    so (what scontrol printed), and then nothing is known of the job."""
+
+    info: Optional[Dict[str, str]] = None
+    away: Optional[str] = None
+
+
+def ask_job(job_id: str, patience: float = PATIENCE, say: Optional[slurm_call.Say] = None,
+            timeout: float = TIMEOUT) -> JobAnswer:
+    """`scontrol show job JOB`, through up to `patience` s of controller outage (`say`: its lines;
+    default: none, the answer's `away` carries the one line)."""
+    answer = slurm_call.call(["scontrol", "show", "job", job_id], what=f"scontrol show job {job_id}",
+                             patience=patience, say=say or (lambda line: None), timeout=timeout)
+    if answer.away:
+        return JobAnswer(away=away_reason(answer.stderr + "\n" + answer.stdout) or answer.stderr.strip()[:200]
+                         or answer.line)
+    if not answer.ok:
+        return JobAnswer()
+    return JobAnswer(parse_job(answer.stdout) or None)
+
+
 def show_job(job_id: str) -> Optional[Dict[str, str]]:
-    """The job as `scontrol show job` tells it; None when Slurm does not know it (or cannot be asked)."""
-    try:
-        res = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if res.returncode != 0:
-        return None
-    info = parse_job(res.stdout)
-    return info or None
+    """The job as `scontrol show job` tells it; None when Slurm does not know it or did not answer
+    (`ask_job` tells which)."""
+    return ask_job(job_id).info
