@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tf_for_slurm.cli.status import gather, render
+from tf_for_slurm.host.scontrol import JobAnswer
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -158,11 +159,11 @@ def test_status_reads_the_failing_tasks_log_when_the_hub_could_not(tmp_path):
                               "reason": "worker 0 on n1 failed (exit 1)", "note": None, "detail": None}}
     (tmp_path / "status.json").write_text(json.dumps(step))
     (tmp_path / "task-0.out").write_text(f"tf-slurm: {FIX}\n")
-    view = gather(str(tmp_path), "9", lambda job: None)
+    view = gather(str(tmp_path), "9", lambda job: JobAnswer())
     assert view["step"]["first_failure"]["detail"] == FIX
     assert f"first failure: worker 0 on n1 failed (exit 1): {FIX}" in render(view, time.time()).splitlines()
     (tmp_path / "task-0.out").write_text("it printed nothing we know\n")  # then: where to read more
-    view = gather(str(tmp_path), "9", lambda job: None)
+    view = gather(str(tmp_path), "9", lambda job: JobAnswer())
     assert "first failure: worker 0 on n1 failed (exit 1) (its log: tf-slurm logs 9 --task 0)" in render(
         view, time.time()).splitlines()
 
@@ -176,7 +177,7 @@ def test_status_names_the_lost_worker_the_step_went_on_without(tmp_path):
             "lost": [{"rank": 3, "role": "worker", "index": 1, "node": "n3", "at": at,
                       "reason": "worker 1 on n3 was lost (no word from its supervisor for 10.2 s)"}]}
     (tmp_path / "status.json").write_text(json.dumps(step))
-    lines = render(gather(str(tmp_path), "9", lambda job: None), at).splitlines()
+    lines = render(gather(str(tmp_path), "9", lambda job: JobAnswer()), at).splitlines()
     clock = time.strftime("%H:%M:%S", time.localtime(at))
     assert f"lost nodes: went on with 1 of 2 workers (worker 1 on n3 lost at {clock})" in lines, lines
 
@@ -197,7 +198,7 @@ def test_status_names_the_lost_worker_the_step_went_on_without(tmp_path):
      "(NonZeroExitCode)"),
 ])
 def test_slurms_line_says_why_a_job_waits_in_words(tmp_path, slurm, line):
-    view = gather(str(tmp_path), "99", lambda job: slurm)
+    view = gather(str(tmp_path), "99", lambda job: JobAnswer(slurm))
     assert render(view, time.time()).splitlines()[0] == line
 
 
@@ -208,7 +209,7 @@ def test_status_shows_slurm_and_the_checkpoint_against_the_target(tmp_path):
                                                      "checkpoint_dir": str(tmp_path / "ckpt")}))
     slurm = {"JobState": "RUNNING", "NodeList": "node[1-3]", "RunTime": "00:01:02", "TimeLimit": "00:10:00",
              "Restarts": "1", "Reason": "None", "Command": "x"}
-    view = gather(str(tmp_path), "99", lambda job: slurm if job == "99" else None)
+    view = gather(str(tmp_path), "99", lambda job: JobAnswer(slurm if job == "99" else None))
     text = render(view, time.time())
     assert text.splitlines()[:2] == [
         "job 99: RUNNING on node[1-3], run time 00:01:02 of 00:10:00, requeued 1 time(s)",
@@ -269,8 +270,145 @@ def test_status_lists_the_jobs_lost_nodes_relaunches_and_requeues_in_order(tmp_p
     second = BatchRecord("99", 1, 10, 600, None, 300, say=said.append)
     second.relaunched(["node1"], ["node4", "node5"], [], 400)
     assert said == []
-    lines = render(gather(str(tmp_path), "99", lambda job: None), time.time()).splitlines()
+    lines = render(gather(str(tmp_path), "99", lambda job: JobAnswer()), time.time()).splitlines()
     history = [line.split(" ", 3)[3] for line in lines if line.startswith("  ")]
     assert history == ["run 1: lost node2; relaunched on node1,node3, node3 in place",
                        "run 1: requeued: the step failed with status 69 (a task was lost): requeue 1 of at most 10",
                        "run 2: lost node1; relaunched on node4,node5"], lines
+
+
+DOWN = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"  # Slurm 22.05, exit 1
+
+
+def slurm_stand_ins(tmp_path, scontrol_body):
+    """An environment whose scontrol runs `scontrol_body` and whose squeue says the controller is down."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in (("scontrol", scontrol_body), ("squeue", f"echo '{DOWN}' >&2\nexit 1\n")):
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TF_SLURM_JOBS_ROOT": str(tmp_path / "jobs")}
+
+
+def write_job_folder(folder, state, updated_at):
+    folder.mkdir(parents=True)
+    step = {"job": "4646", "step": "0", "strategy": "tf1", "state": state, "status": 0 if state == "ended" else None,
+            "updated_at": updated_at, "counts": {"running": 2}, "chief": 1, "first_failure": None, "lost": [],
+            "tasks": [[0, "ps", 0, "node1", "running", None, 0, updated_at],
+                      [1, "worker", 0, "node2", "running", None, 0, updated_at]]}
+    (folder / "status.json").write_text(json.dumps(step))
+    earlier = {"run": 1, "state": "requeued", "ended_at": updated_at - 60, "decision": "the time limit is near: requeue 1"}
+    (folder / "batch.json").write_text(json.dumps({"job": "4646", "run": 2, "target": 600, "history": [earlier]}))
+
+
+def test_a_controller_that_does_not_answer_is_said_and_the_folder_still_shown(tmp_path, cli_runs):
+    env = slurm_stand_ins(tmp_path, f"echo '{DOWN}' >&2\nexit 1\n")
+    write_job_folder(tmp_path / "jobs" / "4646", "running", time.time())
+    res = cli(cli_runs, "status", "4646", env=env)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"job 4646: Slurm's controller does not answer ({DOWN}); what the job folder knows follows"
+    assert "Slurm does not know it" not in res.stdout
+    assert lines[1] == "run 2; checkpoint at step none of target 600" and "run 1: requeued: the time limit" in lines[2]
+    assert lines[3] == "step 4646.0: tf1, running (2 running)"
+    assert [line.split()[-7:-2] for line in lines[4:] if line[:3].strip().isdigit() or line.startswith("*")] == [
+        ["ps", "0", "node1", "running", "-"], ["worker", "0", "node2", "running", "-"]]
+    view = json.loads(cli(cli_runs, "status", "4646", "--json", env=env).stdout)
+    assert (view["slurm"], view["slurm_away"]) == (None, DOWN)
+    # Slurm answered, and does not know the job: that is said as before
+    forgot = slurm_stand_ins(tmp_path, "echo 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
+    res = cli(cli_runs, "status", "4646", env=forgot)
+    assert res.stdout.splitlines()[0] == "job 4646: Slurm does not know it (ended a while ago, or not a Slurm job)"
+    assert json.loads(cli(cli_runs, "status", "4646", "--json", env=forgot).stdout)["slurm_away"] is None
+
+
+def test_no_folder_here_and_no_controller_to_ask_is_one_line(tmp_path, cli_runs):
+    env = slurm_stand_ins(tmp_path, f"echo '{DOWN}' >&2\nexit 1\n")
+    res = cli(cli_runs, "status", "4747", env=env)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "JOB=4747: no job folder" in res.stderr and f"Slurm's controller does not answer ({DOWN})" in res.stderr
+
+
+@pytest.mark.timeout(60)
+def test_watch_redraws_through_an_outage_until_slurm_answers(tmp_path, cli_runs):
+    # the step's file says ended: with Slurm silent, that is no proof the job ended (batch-step may requeue
+    # it), so --watch goes on until Slurm answers; here, from its 4th call on, with the job COMPLETED
+    calls = tmp_path / "calls"
+    env = slurm_stand_ins(tmp_path, f"echo x >> {calls}\n"
+                                    f"if [ $(wc -l < {calls}) -lt 4 ]; then echo '{DOWN}' >&2; exit 1; fi\n"
+                                    "echo 'JobId=4646 JobState=COMPLETED Reason=None RunTime=00:00:09 "
+                                    "TimeLimit=00:10:00 Restarts=1 NodeList=node[1-2]'\n")
+    write_job_folder(tmp_path / "jobs" / "4646", "ended", time.time() - 100)
+    (tmp_path / "jobs" / "4646" / "status.json").write_text(
+        (tmp_path / "jobs" / "4646" / "status.json").read_text().replace('"running"', '"exited"'))
+    res = cli(cli_runs, "status", "4646", "--watch", "0.2", env=env, timeout=30)
+    assert res.returncode == 0, res.stderr
+    heads = [line for line in res.stdout.splitlines() if line.startswith("job 4646: ")]
+    assert heads[:-1] == [f"job 4646: Slurm's controller does not answer ({DOWN}); what the job folder knows "
+                          "follows"] * 3, res.stdout
+    assert heads[-1].startswith("job 4646: COMPLETED on node[1-2]"), res.stdout
+    assert res.stdout.count("step 4646.0: tf1, ended with status 0") == 4
+
+
+RESOLVE = ("tf-slurm exec: error: address host 'node{n}.nowhere.invalid' of worker:{i} (rank {r}, node node{n}) does "
+           "not resolve (Name or service not known): expected a resolvable name (check TF_SLURM_ADDRESS / the IB "
+           "template)")
+
+
+@pytest.mark.timeout(90)
+def test_tasks_that_failed_before_the_step_status_say_why(tmp_path, no_slurm, cli_runs):
+    # every task's exec fails on an address that does not resolve: no status.json, the logs say why
+    folder = tmp_path / "jobs" / "4848"
+    folder.mkdir(parents=True)
+    proc = subprocess.Popen([PY, "-m", "tf_for_slurm", "local", "-n", "2", "-N", "2", "--job-id", "4848",
+                             "--slurm-env-only", "--output", str(folder / "task-%t.out"), "--", PY, "-m",
+                             "tf_for_slurm", "exec", "--ps", "0", "--address", "template:{host}.nowhere.invalid",
+                             "--", PY, "-c", "print('never')"], cwd=ROOT, env=no_slurm, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert not (folder / "status.json").exists()
+    res = cli(cli_runs, "status", "4848", env=no_slurm)
+    assert res.returncode == 0, res.stderr
+    assert "no step status yet" not in res.stdout
+    # the first task to fail gets the other ended, maybe before it wrote its own line: one or both say it
+    said = [r for r in (0, 1) if "does not resolve" in (folder / f"task-{r}.out").read_text()]
+    assert said, err
+    assert res.stdout.splitlines()[1:] == [
+        f"no step status in {folder}: the tasks failed before it was written; their logs say:",
+        *(f"  task {r}: " + RESOLVE.format(n=r + 1, i=r, r=r) for r in said),
+        f"  (the whole log: tf-slurm logs 4848 --task {said[0]})"], res.stdout
+    view = json.loads(cli(cli_runs, "status", "4848", "--json", env=no_slurm).stdout)
+    assert [(e["rank"], e["log"]) for e in view["early_failures"]] == [(r, str(folder / f"task-{r}.out"))
+                                                                      for r in said]
+
+
+def test_a_heterogeneous_jobs_batch_log_and_the_batch_log_alone(tmp_path):
+    # srun -l's labelled lines in job.out (a heterogeneous job: no task-RANK.out)
+    (tmp_path / "job.out").write_text(
+        "job 9: component 0: nodes node1, tasks per node 1\n"
+        f" 0: {RESOLVE.format(n=1, i=0, r=0)}\n"
+        " 1: Traceback (most recent call last):\n 1:   File \"x.py\", line 1, in <module>\n 1: OSError: no GPU\n"
+        "srun: error: node1: task 0: Exited with exit code 2\n")
+    lines = render(gather(str(tmp_path), "9", lambda job: JobAnswer()), time.time()).splitlines()
+    assert lines[1:] == [f"no step status in {tmp_path}: the tasks failed before it was written; their logs say:",
+                         "  task 0: " + RESOLVE.format(n=1, i=0, r=0), "  task 1: OSError: no GPU",
+                         "  (the whole log: tf-slurm logs 9 --task 0)"], lines
+    # nothing from a task: the batch log's own error (here batch-step's)
+    (tmp_path / "job.out").write_text("job 9: 2 tasks\ntf-slurm batch-step: error: TF_SLURM_X=y: expected z\n")
+    lines = render(gather(str(tmp_path), "9", lambda job: JobAnswer()), time.time()).splitlines()
+    assert lines[1:] == [f"no step status in {tmp_path}: the batch log says:",
+                         "  batch log: tf-slurm batch-step: error: TF_SLURM_X=y: expected z",
+                         "  (the whole log: tf-slurm logs 9)"], lines
+    (tmp_path / "job.out").write_text("job 9: 2 tasks\n")  # nothing said: as before
+    assert render(gather(str(tmp_path), "9", lambda job: JobAnswer()), time.time()).splitlines()[1] == \
+        f"no step status yet in {tmp_path} (the step has not started, or exec wrote none)"
+
+
+def test_many_tasks_that_said_why_show_three_and_a_count(tmp_path):
+    for rank in range(5):
+        (tmp_path / f"task-{rank}.out").write_text(f"tf-slurm exec: error: task {rank} cannot\n")
+    (tmp_path / "task-5.out").write_text("it said nothing we know\n")
+    lines = render(gather(str(tmp_path), "9", lambda job: JobAnswer()), time.time()).splitlines()
+    assert lines[2:] == [f"  task {r}: tf-slurm exec: error: task {r} cannot" for r in range(3)] + [
+        "  (2 more; the whole log: tf-slurm logs 9 --task 0)"], lines

@@ -4,6 +4,11 @@ Reads the job folder (host/job_folder.py): `status.json`, written by exec's hub 
 runs and once more at its end, `batch.json`, written by batch-step, and the end of the first failing
 task's log (what it said: its fix line or error); asks Slurm (`scontrol show job`) for the job's
 own state, and says why a pending job waits (plan/slurm_reasons.py).  Works during the job and after it.
+
+Slurm's controller away is not "Slurm does not know the job": status says the controller did not
+answer (host.scontrol.ask_job, one try) and shows what the job folder knows; `--watch` goes on.  With
+no status.json, the tasks' logs may say why every task failed before the hub wrote one (an address
+that does not resolve): their own error lines are shown.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional
@@ -18,8 +24,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings
-from tf_for_slurm.host.scontrol import show_job
-from tf_for_slurm.plan.failure_words import log_explains
+from tf_for_slurm.host.scontrol import JobAnswer, ask_job
+from tf_for_slurm.plan.failure_words import FIX_CHARS, log_explains, why_from_log
 from tf_for_slurm.plan.slurm_reasons import reason_text
 from tf_for_slurm.plan.step_status import failure_text, task_rows, went_on_without
 from tf_for_slurm.supervise.batch_step import read_checkpoint_step
@@ -30,6 +36,11 @@ FOLDER_HELP = (f"the folder of job folders (default: {settings.JOBS_ROOT}, else 
                f"{settings.default_text(settings.JOBS_ROOT)})")
 STALE = 30.0  # seconds without a status write after which a step's hub is taken for gone (it writes every 5 s)
 COLUMNS = ["rank", "role", "index", "node", "state", "status", "restarts", "heard"]
+EARLY_LOGS = 32  # task logs read, at most, for why the tasks failed before the step's status was written
+EARLY_SHOWN = 3  # of those, the lines shown
+_TASK_LOG = re.compile(r"^task-(\d+)\.out$")  # job_folder.TASK_LOG's names
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")  # srun -l's rank label (a heterogeneous job's task lines in job.out)
+_OWN_ERROR = re.compile(r"^tf-slurm(?: [a-z-]+)?: error: \S")  # a tf-slurm command's one-line error (cli._report)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,9 +61,60 @@ def slurm_view(info: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
     return {k: info[k] for k in keys if k in info}
 
 
-def gather(folder: str, job_id: Optional[str], lookup: Callable[[str], Optional[Dict[str, str]]],
+def _said(text: Optional[str]) -> Optional[str]:
+    """What a task's log (`text`, its end) says about its failure: plan.failure_words' line (a fix line,
+    an exception, a command that could not run), else its last `tf-slurm CMD: error: ...` line."""
+    if not text:
+        return None
+    said = why_from_log(text)
+    if said:
+        return said
+    for line in reversed(text.splitlines()):
+        if _OWN_ERROR.match(line):
+            line = "".join(c if c.isprintable() else "?" for c in line.strip())
+            return line if len(line) <= FIX_CHARS else line[:FIX_CHARS - 3].rstrip() + "..."
+    return None
+
+
+def early_failures(folder: str) -> List[Dict[str, Any]]:
+    """Why the tasks failed before the step's status was written, from their logs in the job folder:
+    one task-RANK.out each (submit, `local --output`), else srun -l's labelled lines in the batch log
+    (a heterogeneous job), else the batch log's own error.  [{rank (None: the batch log), detail, log}]."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    ranks = sorted(int(m.group(1)) for m in map(_TASK_LOG.match, names) if m)
+    found: List[Dict[str, Any]] = []
+    for rank in ranks[:EARLY_LOGS]:
+        detail = _said(job_folder.read_tail(job_folder.task_log(folder, rank)))
+        if detail:
+            found.append({"rank": rank, "detail": detail, "log": job_folder.task_log(folder, rank)})
+    if found:
+        return found
+    batch_log = os.path.join(folder, job_folder.BATCH_LOG)
+    text = job_folder.read_tail(batch_log) or ""
+    by_rank: Dict[int, List[str]] = {}
+    own: List[str] = []
+    for line in text.splitlines():
+        m = _LABEL.match(line)
+        if m:
+            by_rank.setdefault(int(m.group(1)), []).append(m.group(2))
+        else:
+            own.append(line)
+    for rank in sorted(by_rank)[:EARLY_LOGS]:
+        detail = _said("\n".join(by_rank[rank]))
+        if detail:
+            found.append({"rank": rank, "detail": detail, "log": batch_log})
+    detail = None if found else _said("\n".join(own))
+    return found + ([{"rank": None, "detail": detail, "log": batch_log}] if detail else [])
+
+
+def gather(folder: str, job_id: Optional[str], lookup: Callable[[str], JobAnswer],
            checkpoint: Callable[[Optional[str]], Optional[int]] = read_checkpoint_step) -> Dict[str, Any]:
-    """Everything `status` shows, as one JSON-ready dict."""
+    """Everything `status` shows, as one JSON-ready dict: `slurm` (None: Slurm does not know the job,
+    or did not answer: then `slurm_away` is the line that said so), `step`, `batch`, and, without a
+    step status, `early_failures` (what the tasks' logs say)."""
     step = job_folder.read_json(os.path.join(folder, job_folder.STATUS))
     if step is not None:  # rows as dicts for people and scripts (the file keeps them compact)
         step["tasks"] = task_rows(step)
@@ -67,8 +129,9 @@ def gather(folder: str, job_id: Optional[str], lookup: Callable[[str], Optional[
     if batch is not None and batch.get("checkpoint_dir"):
         batch["checkpoint_now"] = checkpoint(batch["checkpoint_dir"])
     job = job_id or (str(step["job"]) if step else None) or (str(batch["job"]) if batch else None)
-    slurm = slurm_view(lookup(job) if job else None)
-    return {"job": job, "folder": folder, "slurm": slurm, "step": step, "batch": batch}
+    answer = lookup(job) if job else JobAnswer()
+    return {"job": job, "folder": folder, "slurm": slurm_view(answer.info), "slurm_away": answer.away,
+            "step": step, "batch": batch, "early_failures": None if step else early_failures(folder)}
 
 
 def _ago(now: float, when: Optional[float]) -> str:
@@ -102,6 +165,9 @@ def render(view: Mapping[str, Any], now: float) -> str:
     job = view.get("job") or "?"
     if slurm:
         lines.append(job_line(str(job), slurm))
+    elif view.get("slurm_away"):
+        lines.append(f"job {job}: Slurm's controller does not answer ({view['slurm_away']}); "
+                     "what the job folder knows follows")
     else:
         lines.append(f"job {job}: Slurm does not know it (ended a while ago, or not a Slurm job)")
     if batch:
@@ -115,8 +181,7 @@ def render(view: Mapping[str, Any], now: float) -> str:
         lines.append(text)
         lines += [f"  {line}" for line in run_history(batch)]
     if not step:
-        lines.append(f"no step status yet in {view.get('folder')} (the step has not started, or exec wrote none)")
-        return "\n".join(lines)
+        return "\n".join(lines + no_step_lines(view))
     head = f"step {step['job']}.{step['step']}: {step['strategy']}, {step['state']}"
     if step.get("status") is not None:
         head += f" with status {step['status']}"
@@ -142,6 +207,21 @@ def render(view: Mapping[str, Any], now: float) -> str:
     lines.append(render_table(rows, COLUMNS, mark="chief"))
     lines.append("# * the chief")
     return "\n".join(lines)
+
+
+def no_step_lines(view: Mapping[str, Any]) -> List[str]:
+    """Without a step status: what the tasks' logs say about why they failed, else that none is there yet."""
+    folder, early = view.get("folder"), view.get("early_failures")
+    if not early:
+        return [f"no step status yet in {folder} (the step has not started, or exec wrote none)"]
+    tasks = early[0]["rank"] is not None
+    lines = [f"no step status in {folder}: the tasks failed before it was written; their logs say:" if tasks
+             else f"no step status in {folder}: the batch log says:"]
+    lines += [f"  {'task ' + str(e['rank']) if tasks else 'batch log'}: {e['detail']}" for e in early[:EARLY_SHOWN]]
+    more = "" if len(early) <= EARLY_SHOWN else f"{len(early) - EARLY_SHOWN} more; "
+    where = f" --task {early[0]['rank']}" if tasks else ""
+    lines.append(f"  ({more}the whole log: tf-slurm logs {view.get('job') or '?'}{where})")
+    return lines
 
 
 def job_line(job: str, slurm: Mapping[str, str]) -> str:
@@ -171,13 +251,26 @@ def locate(job: str, root: Optional[str], lookup: Callable[[str], Optional[Dict[
     return folder, base if base.isdigit() else None
 
 
-def main(args: argparse.Namespace, out=None,
-         lookup: Callable[[str], Optional[Dict[str, str]]] = show_job) -> int:
-    """`tf-slurm status`: print the view once, or every --watch seconds until the job has ended."""
+def main(args: argparse.Namespace, out=None, lookup: Callable[[str], JobAnswer] = ask_job) -> int:
+    """`tf-slurm status`: print the view once, or every --watch seconds until the job has ended (an
+    outage of Slurm's controller is not an end: the view is drawn again until Slurm answers)."""
     out = out or sys.stdout
     if args.watch is not None and not 0.2 <= args.watch <= 3600:
         raise UsageError(bad_value("--watch", args.watch, "seconds between 0.2 and 3600"))
-    folder, job_id = locate(args.job, args.folder, lookup)
+    asked: Dict[str, JobAnswer] = {}
+
+    def info(job_id: str) -> Optional[Dict[str, str]]:
+        asked[job_id] = lookup(job_id)
+        return asked[job_id].info
+
+    try:
+        folder, job_id = locate(args.job, args.folder, info)
+    except UsageError as exc:  # the folder may be under the job's working directory, which Slurm did not say
+        away = next((a.away for a in asked.values() if a.away), None)
+        if away is None:
+            raise
+        raise UsageError(f"{exc}; Slurm's controller does not answer ({away}), so the job's working "
+                         "directory is unknown: try again later, or give the job folder") from None
     while True:
         view = gather(folder, job_id, lookup)
         if args.json:
@@ -194,10 +287,13 @@ def main(args: argparse.Namespace, out=None,
 
 def ended(view: Mapping[str, Any], now: Optional[float] = None) -> bool:
     """The job has ended: Slurm says so; or Slurm does not know it and the step's last word was its
-    end, or no word for STALE seconds (its hub is gone: nothing will change any more)."""
+    end, or no word for STALE seconds (its hub is gone: nothing will change any more).  Never while
+    Slurm's controller does not answer (`slurm_away`): the job may be running, or requeued."""
     slurm = view.get("slurm")
     if slurm is not None:
         return slurm.get("JobState", "") in ENDED
+    if view.get("slurm_away"):
+        return False
     step = view.get("step")
     if step is None or step.get("state") == "ended":
         return True
