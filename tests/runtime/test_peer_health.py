@@ -116,4 +116,5 @@ def test_python_keeps_running_while_a_silent_peer_is_checked():
     out = _run(SILENT_PEER)
     assert out["error"] == "DeadlineExceededError", out
     assert out["seconds"] >= CHECK_MS / 1000 * 0.9, out  # the check did wait for the peer
-    assert out["longest_pause"] < 1.0, out  # a sleep of 10 ms, not the check's 2 s
+    # a sleep of 10 ms, not the check's 2 s: TensorFlow's binding stops the thread for the whole check
+    assert out["longest_pause"] < CHECK_MS / 1000 * 0.9, out

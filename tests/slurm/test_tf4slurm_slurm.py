@@ -36,7 +36,8 @@ CLEAR = {"TF_SLURM_ADDRESS": "", "TF_SLURM_IB_TEMPLATE": "", "TF_SLURM_TASKS": "
 @pytest.mark.timeout(300)
 def test_original_task_under_srun(slurm_cluster, tmp_path):
     """srun -N3 -n3 of the seed-form launcher (InfinyBand=FLAGS.NoIB, i.e. IB names, as the seed ran it
-    without --NoIB): every task exits 0 and the ps, ended by its own dequeue loop, within 1 s."""
+    without --NoIB): every task exits 0, the ps ended by its own dequeue loop (how soon after the
+    last worker: printed here, measured by bench/bench_shutdown.py)."""
     t0 = time.monotonic()
     r = slurm_cluster.srun(
         ["-N3", "-n3", "--mpi=none", "--kill-on-bad-exit=1", "-l", "bash", str(TASKS / "timed.sh"), _python(),
