@@ -1,5 +1,5 @@
 """Shared test set-up: the real local Slurm cluster fixture (tests/slurm_harness.py), the wheel of
-this tree, forked CLI runs (tests/cli_runs.py), the `install` and `hostile` markers' rule, a bytecode
+this tree, forked CLI runs (tests/cli_runs.py), the full-only markers' rule (FULL_ONLY), a bytecode
 cache, and side-by-side runs (pytest-xdist, `--dist loadgroup`: see `pytest_configure`)."""
 
 import os
@@ -49,7 +49,8 @@ except ImportError:  # the harness module is optional for partial checkouts
     pass
 
 
-FULL_ONLY = ("install", "hostile", "templates")  # markers whose tests run only in the full command, or when -m names them
+# markers whose tests run only in the full command, or when -m names them
+FULL_ONLY = ("install", "hostile", "templates", "procs")
 
 
 # Tests that need the machine's own network: the local Slurm cluster listens there, pip reaches the index.
@@ -89,8 +90,8 @@ def pytest_collection_modifyitems(config, items):
     another, as one group, and first (the longest unit: mostly waiting on Slurm, it overlaps the
     other worker's TensorFlow tests); a module whose tests share a module-scoped fixture is a group
     (the fixture is built once); every other test goes wherever a worker is free. Marked before any
-    other implementation runs (a wrapper): xdist's turns the marks into node ids. Then the `install`
-    and `hostile` markers' rule."""
+    other implementation runs (a wrapper): xdist's turns the marks into node ids. Then the FULL_ONLY
+    markers' rule."""
     if hasattr(config, "workerinput"):  # a serial run keeps pytest's order
         slurm = [item for item in items if item.get_closest_marker("slurm") is not None]
         for item in items:
@@ -111,13 +112,17 @@ def _shares_a_fixture(item) -> bool:
 
 def pytest_addoption(parser):
     parser.addoption("--full", action="store_true",
-                     help="part of the full test command: keep the `install`, `hostile` and `templates` tests whatever -m says")
+                     help="part of the full test command: keep the FULL_ONLY tests (`install`, `hostile`, "
+                          "`templates`, `procs`) whatever -m says")
 
 
 def _leave_full_only(config, items):
     """`install` tests (a wheel built and installed into a fresh virtualenv: ~10 s) and `hostile`
     tests (an attacker run as another user, property tests of the supervision channel: ~1.5 min) and
-    `templates` tests (the sbatch templates under bash with stand-ins for srun: ~1 min of bash) run
+    `templates` tests (the sbatch templates under bash with stand-ins for srun: ~1 min of bash) and
+    `procs` tests (tests/supervise's supervisors, launcher and batch-step as real processes waiting on
+    their real timers: ~60 s of the workers' time; without them the fast subset took 39 s on this 2-core
+    machine, with them 49-57 s, and 82 s beside another run) run
     in the full command (no -m, or --full: scripts/test.sh runs it in two parts) and when -m names
     them; a run that picks tests by marker without naming them, such as the fast subset
     `-m "not slurm and not tf and not mpi"`, leaves them out."""

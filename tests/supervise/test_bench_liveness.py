@@ -10,6 +10,8 @@ import pytest
 
 from tf_for_slurm.plan.requeue import LOST_STATUS
 
+pytestmark = pytest.mark.procs  # real processes on real timers: left out of the fast subset (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "bench_liveness.py"
 

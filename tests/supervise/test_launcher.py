@@ -16,6 +16,8 @@ from tf_for_slurm import launcher
 from tf_for_slurm.cli import local
 from tf_for_slurm.errors import UsageError
 
+pytestmark = pytest.mark.procs  # real processes on real timers: left out of the fast subset (tests/conftest.py)
+
 HERE = Path(__file__).resolve().parents[1]  # tests/
 TASKS = HERE / "launcher_tasks"
 ROOT = HERE.parent

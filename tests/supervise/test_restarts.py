@@ -22,6 +22,8 @@ import pytest
 
 from envs import step_env
 
+pytestmark = pytest.mark.procs  # real processes on real timers: left out of the fast subset (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 PSS = "ps,chief,worker,worker"  # rank 3 is worker 1 (node4)

@@ -25,7 +25,7 @@ from tf_for_slurm.host.slurm import under_exec
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.procs]  # procs: left out of the fast subset (tests/conftest.py)
 
 
 def local(*args: str, env=None, timeout: float = 60) -> subprocess.CompletedProcess:
