@@ -10,6 +10,10 @@ Prints (median, min, max over the runs):
 - under `tf-slurm exec` (via `tf-slurm local`, unmodified scripts of tests/unmodified/), for each
   strategy: the step's end minus the exit of the last training task's command (the chief's, for
   ParameterServerStrategy).  Target <= 2 s where no drain is needed.
+- a tf4slurm-era task (tests/tf4slurm_tasks, the ps ended by its own dequeue loop) under `tf-slurm
+  local --slurm-env-only`: the ps's exit minus the last worker's, as tests/tf4slurm_tasks/timed.sh
+  records them (the figure tests/faces/test_tf4slurm_runs.py prints; a loaded 2-core CI machine
+  once took 1.14 s).  Target <= 1 s.
 Figures, not pass/fail.  If bench/bench_shutdown_tf2.py exists, its `main()` runs afterwards
 (with its default arguments; `--no-tf2` skips it).
 """
@@ -137,6 +141,27 @@ def one_exec_run(tmp: Path, strategy: str) -> float:
     return ended - max(float(Path(f"{stamp}.{rank}").read_text()) for rank in trainers)
 
 
+ORIGINAL = ["-ps", "1", "-workers", "2", "-Iterations", "40", "-batch_size", "16",
+            "--train_module", "SmallModel_DistributedTRAIN"]
+
+
+def one_original_run(tmp: Path) -> float:
+    """The ps's exit minus the last worker's, each stamped by timed.sh as its task's command ended."""
+    tasks = ROOT / "tests" / "tf4slurm_tasks"
+    times = tmp / f"times-{time.time_ns()}"
+    argv = [sys.executable, "-m", "tf_for_slurm", "local", "-n", "3", "--slurm-env-only", "--",
+            "bash", str(tasks / "timed.sh"), sys.executable, str(tasks / "LaunchTFServerWithHooks.py"), *ORIGINAL,
+            "--model_dir", str(tmp / f"model-{time.time_ns()}")]
+    env = {k: v for k, v in ENV.items() if not k.startswith(("SLURM_", "TF_SLURM_", "TF_CONFIG"))}
+    env["TASK_TIMES"] = str(times)
+    proc = subprocess.run(argv, env=env, cwd=str(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tf4slurm-era task: the step failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    ended = {int(p): float(t) for p, _, t in (line.split() for line in times.read_text().splitlines())}
+    return ended[0] - max(ended[1], ended[2])
+
+
 def summary(name: str, values: list, target: float) -> str:
     med = statistics.median(values)
     return (f"{name}: median {med:.3f} s (min {min(values):.3f}, max {max(values):.3f}, n={len(values)}); "
@@ -148,9 +173,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-tf2", action="store_true", help="skip bench_shutdown_tf2.py")
     ap.add_argument("--exec-only", action="store_true", help="only the tf-slurm exec section")
+    ap.add_argument("--original-only", action="store_true", help="only the tf4slurm-era task's ps exit")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        gaps = [one_original_run(tmp) for _ in range(args.runs)]
+        print(summary("tf4slurm-era task, --slurm-env-only: ps exit after the last worker's exit", gaps, 1.0),
+              flush=True)
+        if args.original_only:
+            return
         for strategy in EXEC_CASES:
             ends = [one_exec_run(tmp, strategy) for _ in range(args.runs)]
             print(summary(f"exec {strategy}: step end after the last training command exited (unmodified script)",
