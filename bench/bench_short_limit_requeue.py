@@ -1,4 +1,4 @@
-"""Issue 14, item 5: `sbatch --time=1 --signal=B:USR1@30` of the MNIST template with its defaults and
+"""Issue 14, item 5: `sbatch --time=1 --signal=B:URG@30` of the MNIST template with its defaults and
 more work than one allocation holds must complete via requeue, every time.
 
     .venv/bin/python bench/bench_short_limit_requeue.py [--jobs 3] [--iterations 7000] [--parallel 1]
@@ -42,7 +42,7 @@ from slurm_harness import PYTHON, TERMINAL, parse_job  # noqa: E402
 
 TEMPLATE = ROOT / "scripts" / "BASH_Distributed_MNIST.sh"
 SCRIPT = ROOT / "scripts" / "local_slurm.sh"
-SBATCH = ["--time=1", "--signal=B:USR1@30"]
+SBATCH = ["--time=1", "--signal=B:URG@30"]
 BATCH = re.compile(r"^tf-slurm batch-step: (\d\d:\d\d:\d\d) (.*)$", re.M)
 
 

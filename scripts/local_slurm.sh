@@ -5,6 +5,10 @@
 #   scripts/local_slurm.sh down             stop exactly the daemons this script started
 #   scripts/local_slurm.sh status           daemons and `sinfo`; exit 0 only when all nodes answer
 #   scripts/local_slurm.sh env              print the exports: eval "$(scripts/local_slurm.sh env)"
+#   scripts/local_slurm.sh controller stop|start   Slurm's rough edges, on purpose: slurmctld stopped, or
+#                                           started again keeping its saved state (jobs survive)
+#   scripts/local_slurm.sh restart-slurmd nodeK     one node's slurmd stopped and started again (its
+#                                           slurmstepd processes and tasks keep running)
 #
 # Everything lives under one directory: ${TF_SLURM_LOCAL_DIR:-/tmp/tf_for_slurm-slurm}
 # (munge key + socket, slurm.conf, per-node spool/tmp, pid and log files).
@@ -35,7 +39,7 @@ log() { echo "local_slurm: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-    echo "usage: $0 up|down|status|env [--nodes N]" >&2
+    echo "usage: $0 up|down|status|env [--nodes N] | controller stop|start | restart-slurmd nodeK" >&2
     exit 2
 }
 
@@ -310,6 +314,26 @@ cmd_status() {
     return "$rc"
 }
 
+cmd_controller() { # stop|start: the controller alone; `start` keeps StateSaveLocation (cmd_up empties it)
+    case "$1" in
+    stop) stop_pidfiles "slurmctld=$DIR/run/slurmctld.pid" ;;
+    start)
+        pid_is_ours "$DIR/run/slurmctld.pid" >/dev/null && return 0
+        slurmctld -f "$CONF" </dev/null >>"$DIR/log/slurmctld.out" 2>&1 9>&- ||
+            die "slurmctld failed to start (see $DIR/log/slurmctld.log)"
+        log "slurmctld started again (saved state kept)" ;;
+    *) usage ;;
+    esac
+}
+
+cmd_restart_slurmd() { # nodeK
+    [[ "$1" =~ ^node[1-9][0-9]*$ && -e "$DIR/run/slurmd-$1.pid" ]] || die "restart-slurmd '$1': expected a running node"
+    stop_pidfiles "slurmd-$1=$DIR/run/slurmd-$1.pid"
+    slurmd -f "$CONF" -N "$1" </dev/null >>"$DIR/log/slurmd-$1.out" 2>&1 9>&- ||
+        die "slurmd $1 failed to start (see $DIR/log/slurmd-$1.log)"
+    log "slurmd $1 started again"
+}
+
 cmd_env() {
     printf 'export SLURM_CONF=%q\n' "$CONF"
     printf 'export TF_SLURM_LOCAL_DIR=%q\n' "$DIR"
@@ -319,6 +343,12 @@ cmd_env() {
 [[ $# -ge 1 ]] || usage
 action="$1"
 shift
+case "$action" in
+controller | restart-slurmd)
+    [[ $# -eq 1 ]] || usage
+    if [[ "$action" == controller ]]; then cmd_controller "$1"; else cmd_restart_slurmd "$1"; fi
+    exit 0 ;;
+esac
 nodes=3
 while [[ $# -gt 0 ]]; do
     case "$1" in

@@ -35,7 +35,7 @@ def _pch(cluster, tmp: Path) -> Dict[str, object]:
     env = {"PYTHON": PYTHON, "TF_SLURM_REPO": str(REPO), "PYTHONPATH": str(REPO), "DATA_DIR": str(MNIST),
            "WARN_MARGIN": "15", "LOG_LEVEL": "INFO", "IB": "NoIB", "TF_CPP_MIN_LOG_LEVEL": "2",
            "MODEL_DIR": str(model), "NUM_PS": "0", "TARGET": str(PCH_TARGET)}
-    res = cluster.run(["sbatch", "--parsable", "--time=1", "--signal=B:USR1@30", "-N2", "-n2",
+    res = cluster.run(["sbatch", "--parsable", "--time=1", "--signal=B:URG@30", "-N2", "-n2",
                        "-o", str(tmp / "pch-%j.out"), str(REPO / "scripts" / "tf_slurm_job.sh"),
                        str(EXAMPLES / "tf2_preemption.py"), "--data_dir", str(MNIST), "--model_dir", str(model),
                        "--Iterations", str(PCH_TARGET), "--min_step_seconds", str(PCH_STEP_S)],

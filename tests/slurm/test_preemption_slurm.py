@@ -2,7 +2,7 @@
 limit is too short: warning -> checkpoint at the agreed step -> exit 42 -> requeue -> resume ->
 COMPLETED at the target.
 
-    sbatch -N2 -n2 --time=1 --signal=B:USR1@30 scripts/tf_slurm_job.sh \
+    sbatch -N2 -n2 --time=1 --signal=B:URG@30 scripts/tf_slurm_job.sh \
         examples/mnist_distributed/tf2_preemption.py --data_dir D --model_dir M --Iterations 1000 \
         --min_step_seconds 0.07        (NUM_PS=0, WARN_MARGIN=15, TARGET=1000)
 

@@ -1,16 +1,16 @@
 """Real Slurm: jobs whose 1-minute limit is too short for their iterations checkpoint on the
 time-limit warning, requeue themselves, resume, and end COMPLETED at the target.
 
-    sbatch --time=1 --signal=B:USR1@30 scripts/BASH_Distributed_MNIST.sh           (TF1, 1 ps + 2 workers)
-    sbatch --time=1 --signal=B:USR1@30 scripts/tf_slurm_job.sh tf2_mwms.py ...       (MWMS, 2 workers)
-    sbatch --time=1 --signal=B:USR1@30 scripts/tf_slurm_job.sh tf2_parameter_server.py ...  (PSS)
+    sbatch --time=1 --signal=B:URG@30 scripts/BASH_Distributed_MNIST.sh           (TF1, 1 ps + 2 workers)
+    sbatch --time=1 --signal=B:URG@30 scripts/tf_slurm_job.sh tf2_mwms.py ...       (MWMS, 2 workers)
+    sbatch --time=1 --signal=B:URG@30 scripts/tf_slurm_job.sh tf2_parameter_server.py ...  (PSS)
 
 The three jobs overlap (the 3-node cluster holds them all) so the module costs less than their
 sum: the TF1 and MWMS jobs are submitted together, the PSS job once both train again after their
 first requeue (see the fixture); while the first two train, a fourth job is cancelled with a plain
 scancel.  WARN_MARGIN is the templates' default (60 s), which batch-step caps at a quarter of the
 1-minute limit: Slurm sends the warning up to 60 s early, batch-step passes it on when 15 s are left
-(issue 14 item 5: the MNIST template with its defaults under `--time=1 --signal=B:USR1@30`
+(issue 14 item 5: the MNIST template with its defaults under `--time=1 --signal=B:URG@30`
 completes via requeue, no run's task killed by an early signal).  The delays from the warning to the checkpoint and
 to the requeue are read from the logs and printed (pytest -s shows them).
 
@@ -59,7 +59,7 @@ ALLOCATION_S = 60 + 5 + 0  # --time=1 + KillWait + OverTimeLimit
 TF1_STEP_S, TF1_WORKERS, TF1_TARGET = 0.24, 2, 600
 MWMS_STEP_S, MWMS_TARGET = 0.07, 1000
 PSS_STEP_S, PSS_TARGET = 0.14, 500
-COMMON = ["--time=1", "--signal=B:USR1@30"]
+COMMON = ["--time=1", "--signal=B:URG@30"]
 AT_TARGET = "not requeued: SIGUSR1, but the checkpoint is at the target"  # batch-step's line
 
 

@@ -77,13 +77,16 @@ EXEC_LOG_LEVEL, SUPERVISOR_LOG_LEVEL = "INFO", "WARNING"  # as the templates' LO
 # The batch shell's first lines: the time-limit warning's trap and its private file.  The templates
 # (scripts/*.sh) carry the same lines, as they must come first in a script users copy: a house test
 # checks each holds warn_trap(its own name) verbatim.
-_WARN_TRAP = r"""# First: Slurm's time-limit warning (--signal=B:USR1@N) reaches only this shell, possibly the moment
-# it starts. The trap writes it down for `tf-slurm batch-step` (which reads the file), so it is never
-# lost and never kills the shell; SIGTERM (scancel, preemption) is written down the same way.
+_WARN_TRAP = r"""# First: Slurm's time-limit warning is SIGURG (--signal=B:URG@N), which reaches only this shell and
+# which a shell ignores until it traps it: Slurm may send it the moment the shell starts (a requeued
+# run started by the backfill scheduler got it 44 ms in), before any line here runs, when SIGUSR1
+# would kill the shell and FAIL the job. A warning lost that way costs nothing: batch-step stops the
+# step at the same moment without one (its backstop, from the job's end time). Trapped, the warning
+# (and SIGUSR1, SIGUSR2, SIGTERM: scancel, preemption) is written down for `tf-slurm batch-step`.
 # The file is in a folder only this user can use, with a random name (mktemp -d: 0700): other users
 # see job ids and can write to /tmp, and a file of theirs must not stop or requeue the job. A signal
 # that comes before the folder exists is kept in early_warning and written down once it does.
-for sig in USR1 USR2 TERM; do trap "warn_line=\"$sig \$(date +%s.%N)\"
+for sig in URG USR1 USR2 TERM; do word=${{sig/URG/USR1}}; trap "warn_line=\"$word \$(date +%s.%N)\"
     if [[ -n \"\${{warn_file:-}}\" ]]; then echo \"\$warn_line\" >>\"\$warn_file\"
     else early_warning=\"\${{early_warning:-\$warn_line}}\"; fi" "$sig"; done
 warn_dir="$(mktemp -d "${{TMPDIR:-/tmp}}/tf_slurm.XXXXXXXXXX")" \
@@ -305,7 +308,7 @@ def script_text(spec: JobSpec) -> str:
 #SBATCH --requeue
 #SBATCH --no-kill
 #SBATCH --open-mode=append
-#SBATCH --signal=B:USR1@{spec.warn_margin + SIGNAL_EARLY}
+#SBATCH --signal=B:URG@{spec.warn_margin + SIGNAL_EARLY}
 
 {warn_trap("job.sh")}set -euo pipefail
 

@@ -5,8 +5,8 @@ must finish so the checkpoint written next is consistent.  The handler only reco
 signal (name and time) and logs one line; the training loop (a TF1 hook, a TF2 loop) stops at its
 next step, the chief writes a checkpoint, and the process exits 0.
 
-SIGUSR1 is Slurm's warning before the time limit (`#SBATCH --signal=B:USR1@N`, passed on to the
-tasks by the templates); SIGTERM is what `scancel` and preemption send, KillWait seconds before
+SIGUSR1 is Slurm's warning before the time limit (`#SBATCH --signal=B:URG@N` to the batch shell,
+passed on to the tasks as SIGUSR1 by batch-step); SIGTERM is what `scancel` and preemption send, KillWait seconds before
 SIGKILL, so the same checkpoint is written when there is time.  No TensorFlow here.
 """
 

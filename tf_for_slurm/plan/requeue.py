@@ -20,7 +20,7 @@ Rules, in order:
 4. SIGTERM is not a time-limit warning: a user's `scancel` or a preemption (Slurm requeues
    preempted jobs itself when PreemptMode=REQUEUE); the checkpoint stays, no requeue;
 5. a run that saved no step beyond the one it started from is not requeued (it would loop);
-6. a warning (SIGUSR1 from `--signal=B:USR1@N`, or `scancel --batch --signal=USR2`) requeues,
+6. a warning (SIGUSR1 from `--signal=B:URG@N`, or `scancel --batch --signal=USR2`) requeues,
    at most `max_requeues` times.
 """
 

@@ -7,8 +7,8 @@
 
 Why: on a machine that is not Google's, `tf.distribute.experimental.PreemptionCheckpointHandler`
 (MultiWorkerMirroredStrategy) watches SIGTERM only, and exits 42 after its checkpoint.  On Slurm
-the stop that matters is the time-limit warning (SIGUSR1, `#SBATCH --signal=B:USR1@N`) that
-`batch-step` passes on to the tasks; SIGTERM comes only KillWait seconds before SIGKILL, and a
+the stop that matters is the time-limit warning (`#SBATCH --signal=B:URG@N`) that `batch-step`
+passes on as SIGUSR1 to the tasks; SIGTERM comes only KillWait seconds before SIGKILL, and a
 script that does not take SIGUSR1 dies of it (status 138) with no checkpoint.  `termination_config`
 gives the handler a watcher that follows the process's `StopRequest` (SIGUSR1, SIGUSR2, SIGTERM by
 default, TF_SLURM_STOP_SIGNALS), so whichever stop arrives first makes every worker save at the

@@ -5,7 +5,7 @@ Why a wrapper and not more bash: the templates need the same logic (signal timin
 failing task's status, the requeue decision), and Python can be tested.  The decisions are pure:
 when a signal is passed on (`plan.stop_relay.StopRelay`) and whether the job is requeued
 (`plan.requeue.decide`).  This module wires them to small single-purpose parts: srun as a child
-(`step_command`), the warning file the batch shell's trap writes (`warn_file`: `--signal=B:USR1@N`
+(`step_command`), the warning file the batch shell's trap writes (`warn_file`: `--signal=B:URG@N`
 signals only that shell), Slurm's answers (`slurm_job`: squeue, scontrol), timers, and batch.json
 (`batch_record`).
 

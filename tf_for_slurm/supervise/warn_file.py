@@ -1,6 +1,6 @@
 """The warning file: where the batch shell's trap writes "USR1 <epoch seconds>" for batch-step.
 
-Why a file: `--signal=B:USR1@N` signals only the batch shell, possibly the moment it starts, before
+Why a file: `--signal=B:URG@N` signals only the batch shell, possibly the moment it starts, before
 batch-step can take a signal; the shell's first command is a trap that appends the signal here, read
 every WARN_POLL s, so no warning is lost.  Other users see job ids and can write to /tmp: the file
 counts only when it is ours, in a folder only we can write (the shell's `mktemp -d`), and names a
