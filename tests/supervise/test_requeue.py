@@ -108,6 +108,15 @@ def test_decide_needs_progress_to_requeue(start, step, requeue):
         assert d.exit_status == EXIT_REQUEUE_LIMIT and "saved nothing past global step" in d.reason, d
 
 
+def test_a_run_slurm_started_late_is_requeued_even_without_progress():
+    """The controller away as a run began (its shell ran 12 s after StartTime, measured in bench_chaos): the
+    time lost is Slurm's, not the start-up's; requeued all the same, within the requeue limit."""
+    d = decide("USR1", 0, 2, 10, checkpoint_step=731, target=800, start_step=731, late_start=12.0)
+    assert d.requeue and "began 12 s after Slurm started it" in d.reason, d
+    assert not decide("USR1", 0, 2, 10, checkpoint_step=731, target=800, start_step=731, late_start=3.0).requeue
+    assert not decide("USR1", 0, 10, 10, checkpoint_step=731, target=800, start_step=731, late_start=12.0).requeue
+
+
 @pytest.mark.parametrize("value,name", [("USR1", "USR1"), ("sigusr1", "USR1"), ("SIGTERM", "TERM"), ("15", "TERM"),
                                         ("10", "USR1"), ("", ""), (None, ""), (" usr2 ", "USR2")])
 def test_signal_name(value, name):

@@ -74,7 +74,8 @@ def signal_name(value: Optional[str]) -> str:
 
 def decide(signal: Optional[str], step_status: int, restart_count: int, max_requeues: int,
            checkpoint_step: Optional[int] = None, target: Optional[int] = None,
-           start_step: Optional[int] = None, limit_name: str = "max_requeues", delivered: bool = True) -> Decision:
+           start_step: Optional[int] = None, limit_name: str = "max_requeues", delivered: bool = True,
+           late_start: float = 0.0) -> Decision:
     """The next action of a batch job whose training step just ended (see the module rules).
 
     `delivered`: whether the warning was passed on to the step before it ended (False: the step
@@ -83,6 +84,9 @@ def decide(signal: Optional[str], step_status: int, restart_count: int, max_requ
     `start_step`: the checkpoint's step when this run began; a run that saved nothing beyond it is
     not requeued (the next run would stop in the same place: start-up longer than the time left).
     `limit_name`: where `max_requeues` came from, for the reason (the host passes its setting's name).
+    `late_start`: seconds between Slurm starting this run and batch-step's start; more than LATE_START
+    (Slurm's controller away as the run began) and the run's lost time is Slurm's, not the start-up's:
+    a run that saved nothing is requeued all the same, within `max_requeues`.
     """
     sig = signal_name(signal)
     where = f"global step {checkpoint_step}" if checkpoint_step is not None else "no checkpoint yet"
@@ -103,7 +107,8 @@ def decide(signal: Optional[str], step_status: int, restart_count: int, max_requ
         return Decision(False, EXIT_TERMINATED if sig == "TERM" else 1,
                         f"SIG{sig} is not a time-limit warning (scancel or preemption): checkpoint kept "
                         f"({where}), not requeued")
-    if checkpoint_step is not None and start_step is not None and checkpoint_step <= start_step:
+    if checkpoint_step is not None and start_step is not None and checkpoint_step <= start_step \
+            and late_start <= LATE_START:
         return Decision(False, EXIT_REQUEUE_LIMIT,
                         f"SIG{sig}, but this run saved nothing past global step {start_step}: not requeued "
                         f"(start-up took the time left; raise --time or lower WARN_MARGIN)")
@@ -111,8 +116,10 @@ def decide(signal: Optional[str], step_status: int, restart_count: int, max_requ
         return Decision(False, EXIT_REQUEUE_LIMIT,
                         f"SIG{sig} after {restart_count} requeues, the limit ({limit_name}="
                         f"{max_requeues}): not requeued again; the checkpoint ({where}) stays for a resubmission")
+    late = f" (this run began {late_start:.0f} s after Slurm started it: Slurm's time, not the start-up's)" \
+        if late_start > LATE_START else ""
     return Decision(True, 0, f"SIG{sig}: requeue {restart_count + 1} of at most {max_requeues}, to resume from "
-                             f"{where}" + (f" towards {target}" if target is not None else ""))
+                             f"{where}" + (f" towards {target}" if target is not None else "") + late)
 
 
 def _checkpointed(status: int, restart_count: int, max_requeues: int, checkpoint_step: Optional[int],
@@ -139,6 +146,10 @@ def _checkpointed(status: int, restart_count: int, max_requeues: int, checkpoint
     return Decision(True, 0, f"{why}: requeue {restart_count + 1} of at most {max_requeues}, to resume from "
                              f"global step {checkpoint_step}")
 
+
+#: seconds from Slurm's start of a run to batch-step's beyond which the run lost time to Slurm (its
+#: controller away as the run began: 12 s measured), not to its own start-up (the template's lines: ~1 s)
+LATE_START = 10.0
 
 #: the margin is at most this share of the job's time limit: a fixed 60 s on a 1-minute job would
 #: mean "stop at once", before training began

@@ -114,6 +114,7 @@ class _Step:
         self.started: Optional[float] = None  # wall clock when srun started
         self.retired = False  # a relaunch replaced this srun: its timers do nothing when they fire
         self.ended_at: Optional[float] = None  # wall clock when srun returned
+        self.job_start: Optional[float] = None  # the job's StartTime (this run's), once squeue said it
 
     def start(self, command: List[str]) -> None:
         """Start srun (OSError when it cannot run)."""
@@ -133,6 +134,7 @@ class _Step:
     def arm_backstop(self) -> None:
         """Tell the step to stop --warn-margin s before EndTime even if no warning comes."""
         start, end = job_times(self.job_id, self.controller_wait, _say)  # an outage at the start is waited out
+        self.job_start = start
         self._do(self.relay.backstop_times(start, end, time.time()))
 
     def _backstop(self, end: float) -> None:
@@ -211,11 +213,8 @@ class _Step:
         self.retired = True
 
     def _creation_wait(self) -> None:
-        """srun waiting to create its step ('step creation temporarily disabled': busy nodes) for longer than
-        the controller wait: ended, once, with one line (its own wait has no bound)."""
-        since = self.command.delayed_since
-        if since is not None and time.monotonic() - since > self.controller_wait and not self.command.ended():
-            self.command.delayed_since = None
+        """srun waiting to create its step (busy nodes) longer than the controller wait: ended, with one line."""
+        if self.command.creation_overdue(self.controller_wait):
             _say(f"srun has waited {self.controller_wait:g} s to create the step (Slurm: step creation temporarily "
                  f"disabled; nodes busy): ending it ({settings.CONTROLLER_WAIT})")
             self.command.send(signal.SIGTERM)
@@ -259,6 +258,7 @@ class _Run:
     start_step: Optional[int]
     requeue: bool
     controller_wait: float
+    began: float  # wall clock when batch-step began this run
 
 
 def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> Optional[int]:
@@ -317,7 +317,8 @@ def _conclude(run: _Run, step: _Step, ended_with: Optional[int], record: BatchRe
          f"{'global step %d' % ckpt if ckpt is not None else 'none'}")
     decision = decide(relay.signal, status, run.restarts, run.max_requeues, checkpoint_step=ckpt, target=run.target,
                       start_step=run.start_step, limit_name=settings.MAX_REQUEUES,
-                      delivered=relay.told_time is not None)
+                      delivered=relay.told_time is not None,
+                      late_start=run.began - step.job_start if step.job_start else 0.0)
     record.end(ended_with, ckpt, decision.reason, requeued=decision.requeue and run.requeue)
     outcome = _requeue_or_say(run, decision, since, relay.told_time, plain=not (relay.signal or status))
     if ended_with is None and not outcome.requeued:
@@ -382,7 +383,7 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
     loses a node is started again on `allocation`'s other nodes up to `max_relaunches` times; the
     first leaves `spare_nodes` of them free; a Slurm command waits `controller_wait` s through an outage."""
     run = _Run(job, restarts, max_requeues, target, checkpoint_dir, read_checkpoint_step(checkpoint_dir), requeue,
-               controller_wait)
+               controller_wait, time.time())
     if restarts:
         _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at {run.start_step})")
     record = BatchRecord(job, restarts, max_requeues, target, checkpoint_dir, run.start_step, say=_say)

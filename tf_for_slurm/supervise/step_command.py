@@ -55,6 +55,15 @@ class StepCommand:
         """Whether it started and has ended."""
         return self.proc is not None and self.proc.poll() is not None
 
+    def creation_overdue(self, limit: float) -> bool:
+        """srun has waited more than `limit` s to create its step ('step creation temporarily disabled':
+        its own wait has no bound) and still runs: True once."""
+        since = self.delayed_since
+        if since is None or time.monotonic() - since <= limit or self.ended():
+            return False
+        self.delayed_since = None
+        return True
+
     def send(self, signo: int) -> None:
         """Send `signo`; gone already is fine."""
         assert self.proc is not None
