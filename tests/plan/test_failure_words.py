@@ -71,6 +71,9 @@ def test_stop_words(signo, words):
     ("tf-slurm exec: cannot run 'pythn': No such file or directory\n",
      "tf-slurm exec: cannot run 'pythn': No such file or directory"),
     ("bash: line 1: pythn: command not found\n", "bash: line 1: pythn: command not found"),
+    # our own one-line error (a step that failed before its status was written), kept whole: it is bounded
+    ("x\ntf-slurm exec: error: address host 'node1.x' of task 0 does not resolve " + "y" * 250 + "\n",
+     "tf-slurm exec: error: address host 'node1.x' of task 0 does not resolve " + "y" * 250),
     ("slurmstepd: error: Detected 1 oom_kill event in StepId=7.0. Some of the step tasks have been OOM Killed.\n",
      "slurmstepd: error: Detected 1 oom_kill event in StepId=7.0. Some of the step tasks have been OOM Killed."),
     # nothing recognisable: None (TF's own missing-library lines are not errors of the task)

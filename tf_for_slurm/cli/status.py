@@ -25,7 +25,7 @@ from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings
 from tf_for_slurm.host.scontrol import JobAnswer, ask_job
-from tf_for_slurm.plan.failure_words import FIX_CHARS, log_explains, why_from_log
+from tf_for_slurm.plan.failure_words import log_explains, why_from_log
 from tf_for_slurm.plan.slurm_reasons import reason_text
 from tf_for_slurm.plan.step_status import failure_text, task_rows, went_on_without
 from tf_for_slurm.supervise.batch_step import read_checkpoint_step
@@ -40,7 +40,6 @@ EARLY_LOGS = 32  # task logs read, at most, for why the tasks failed before the 
 EARLY_SHOWN = 3  # of those, the lines shown
 _TASK_LOG = re.compile(r"^task-(\d+)\.out$")  # job_folder.TASK_LOG's names
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")  # srun -l's rank label (a heterogeneous job's task lines in job.out)
-_OWN_ERROR = re.compile(r"^tf-slurm(?: [a-z-]+)?: error: \S")  # a tf-slurm command's one-line error (cli._report)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,17 +62,10 @@ def slurm_view(info: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
 
 def _said(text: Optional[str]) -> Optional[str]:
     """What a task's log (`text`, its end) says about its failure: plan.failure_words' line (a fix line,
-    an exception, a command that could not run), else its last `tf-slurm CMD: error: ...` line."""
+    an exception, a command that could not run, a `tf-slurm CMD: error: ...` line)."""
     if not text:
         return None
-    said = why_from_log(text)
-    if said:
-        return said
-    for line in reversed(text.splitlines()):
-        if _OWN_ERROR.match(line):
-            line = "".join(c if c.isprintable() else "?" for c in line.strip())
-            return line if len(line) <= FIX_CHARS else line[:FIX_CHARS - 3].rstrip() + "..."
-    return None
+    return why_from_log(text)
 
 
 def early_failures(folder: str) -> List[Dict[str, Any]]:

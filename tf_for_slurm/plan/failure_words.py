@@ -34,6 +34,7 @@ ERROR_LINES = (
     re.compile(r"^tf-slurm exec: cannot run "),  # a command exec could not start
     re.compile(r"^\S*sh: .*not found\s*$"),  # a shell's "command not found"
     re.compile(r"^slurmstepd: error: .*\boom[-_]kill", re.I),  # Slurm's out-of-memory line
+    OWN_ERROR := re.compile(r"^tf-slurm(?: [a-z-]+)?: error: \S"),  # a tf-slurm command's one-line error
 )
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 #: what reaches the chief's supervisor when a step is stopped, in words (supervise.child_process.STOPPING)
@@ -121,7 +122,7 @@ def why_from_log(text: str) -> Optional[str]:
     error = _last_error(lines)
     if error is None:
         return None if fix is None else fix[1]
-    said = _clean(error[1], ERROR_CHARS)
+    said = _clean(error[1], FIX_CHARS if OWN_ERROR.match(error[1]) else ERROR_CHARS)  # ours: bounded already
     if fix is None:
         return said
     return fix[1] if fix[0] > error[0] else f"{said}; it warned earlier: {fix[1]}"
