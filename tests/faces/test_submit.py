@@ -35,6 +35,10 @@ FAKES = {
 printf '%s\\0' "$@" > "$FAKE_DIR/sbatch.args"
 cat > "$FAKE_DIR/sbatch.stdin"
 if [[ -n "${FAKE_SBATCH_FAIL:-}" ]]; then printf '%b' "$FAKE_SBATCH_FAIL" >&2; exit 1; fi
+calls=$(( $(cat "$FAKE_DIR/sbatch.calls" 2>/dev/null || echo 0) + 1 )); echo $calls > "$FAKE_DIR/sbatch.calls"
+if (( calls <= ${FAKE_SBATCH_AWAY:-0} )); then
+    echo "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)" >&2; exit 1
+fi
 echo "4242;cluster"
 """,
     # `show partition|node` print $FAKE_PARTITIONS / $FAKE_NODES (files) when set, else fail as without slurmctld
@@ -217,6 +221,29 @@ def test_sbatch_error_is_passed_on_in_one_line(tmp_path, fake):
                           "sbatch: error: Batch job submission failed: Invalid partition name specified\n")
     assert list((tmp_path / "jobs").iterdir()) == []  # no job folder
     assert "release" not in (rec / "scontrol.calls").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_sbatch_waits_through_a_controller_outage_with_one_line(tmp_path, fake):
+    """sbatch's request never left (connect failure): sent again after 1 s, then 2 s; one line for the outage."""
+    env, rec = fake
+    res = submit("-N", "2", "--folder", "jobs", "--", "python", "train.py", env={**env, "FAKE_SBATCH_AWAY": "2"},
+                 cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (rec / "sbatch.calls").read_text().strip() == "3"
+    assert res.stderr.count("sbatch: Slurm's controller does not answer") == 1, res.stderr
+    assert "sbatch: Slurm's controller answered again after" in res.stderr, res.stderr
+    assert "release 4242" in (rec / "scontrol.calls").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_an_sbatch_that_timed_out_is_not_sent_twice(tmp_path, fake):
+    """Socket timed out: the controller may have taken the job; submitting again would make two."""
+    env, rec = fake
+    env["FAKE_SBATCH_FAIL"] = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"
+    res = submit("-N", "2", "--folder", "jobs", "--", "python", "train.py", env=env, cwd=tmp_path)
+    assert res.returncode == 2 and "a held job may have been submitted: see squeue --me" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
 @pytest.mark.timeout(120)

@@ -5,6 +5,8 @@ the job id is known only once sbatch answers.  `sbatch --hold` gives the id of a
 start; the folder and `job.sh` are then written and the job released.  If anything fails between
 the two, the job is cancelled, so no job runs without its folder (no race, whatever the queue).
 Every command is a list (no shell) under a timeout; sbatch's own error is passed on as one line.
+Through an outage of Slurm's controller (`host.slurm_call`) each waits up to SUBMIT_WAIT s, with one
+line: sbatch only when its request never left (a timed-out sbatch may have submitted the job).
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from typing import List, Sequence
 
 from tf_for_slurm.errors import UsageError
 from tf_for_slurm.host import job_folder
+from tf_for_slurm.host.slurm_call import Answer, call
+from tf_for_slurm.plan.slurm_outage import away_reason
 
 log = logging.getLogger(__name__)
 
 TIMEOUT = 60.0  # seconds: a slurmctld that does not answer must not hang `tf-slurm submit`
+SUBMIT_WAIT = 60.0  # seconds submit waits through an outage of the controller: a person is waiting
 
 
 def one_line(text: str) -> str:
@@ -27,16 +32,16 @@ def one_line(text: str) -> str:
     return " | ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def _run(argv: List[str], stdin: str = "") -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=TIMEOUT)
-    except FileNotFoundError:
-        raise UsageError(f"{argv[0]} not found on PATH: expected to submit from a Slurm login node "
-                         "(or --dry-run)") from None
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"{argv[0]} did not answer within {TIMEOUT:g} s: expected a reachable slurmctld") from None
-    except OSError as exc:
-        raise UsageError(f"{argv[0]} could not be run: {exc}") from None
+def _run(argv: List[str], stdin: str = "", once: bool = False) -> Answer:
+    """`argv` through an outage (`once`: only a request that never left is sent again)."""
+    res = call(argv, what=argv[0], patience=SUBMIT_WAIT, say=log.warning, timeout=TIMEOUT, stdin=stdin,
+               not_sent_only=once)
+    if res.returncode == 127 and not res.stdout:
+        if "No such file" in res.stderr:
+            raise UsageError(f"{argv[0]} not found on PATH: expected to submit from a Slurm login node "
+                             "(or --dry-run)")
+        raise UsageError(f"{argv[0]} could not be run: {res.stderr}")
+    return res
 
 
 def parse_job_id(stdout: str) -> str:
@@ -50,9 +55,12 @@ def parse_job_id(stdout: str) -> str:
 
 def submit_held(options: Sequence[str], script: str) -> str:
     """`sbatch --parsable --hold OPTIONS` with the script on stdin -> the job id (the job cannot start yet)."""
-    res = _run(["sbatch", "--parsable", "--hold", *options], stdin=script)
+    res = _run(["sbatch", "--parsable", "--hold", *options], stdin=script, once=True)
     if res.returncode != 0:
-        raise UsageError(one_line(res.stderr or res.stdout) or f"sbatch failed with exit status {res.returncode}")
+        why = res.line or one_line(res.stderr or res.stdout) or f"sbatch failed with exit status {res.returncode}"
+        if not res.away and (res.returncode == 124 or away_reason(res.stderr)):
+            why += " (Slurm's controller did not answer in time: a held job may have been submitted: see squeue --me)"
+        raise UsageError(why)
     return parse_job_id(res.stdout)
 
 
