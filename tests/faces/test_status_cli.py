@@ -350,6 +350,20 @@ def test_watch_redraws_through_an_outage_until_slurm_answers(tmp_path, cli_runs)
     assert res.stdout.count("step 4646.0: tf1, ended with status 0") == 4
 
 
+@pytest.mark.timeout(90)
+def test_logs_follow_goes_on_through_an_outage_until_slurm_answers(tmp_path, cli_runs):
+    """The step's file says ended, but Slurm is silent (batch-step may yet requeue): --follow goes on."""
+    calls = tmp_path / "calls"
+    env = slurm_stand_ins(tmp_path, f"echo x >> {calls}\n"
+                                    f"if [ $(wc -l < {calls}) -lt 3 ]; then echo '{DOWN}' >&2; exit 1; fi\n"
+                                    "echo 'JobId=4646 JobState=COMPLETED Reason=None NodeList=node[1-2]'\n")
+    write_job_folder(tmp_path / "jobs" / "4646", "ended", time.time() - 100)
+    (tmp_path / "jobs" / "4646" / "task-0.out").write_text("ps line\n")
+    res = cli(cli_runs, "logs", "4646", "--task", "0", "--follow", env=env, timeout=60)
+    assert res.returncode == 0 and res.stdout == "ps line\n", res.stderr
+    assert calls.read_text().count("x") == 3  # asked again after each unanswered question, until COMPLETED
+
+
 RESOLVE = ("tf-slurm exec: error: address host 'node{n}.nowhere.invalid' of worker:{i} (rank {r}, node node{n}) does "
            "not resolve (Name or service not known): expected a resolvable name (check TF_SLURM_ADDRESS / the IB "
            "template)")

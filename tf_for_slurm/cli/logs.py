@@ -16,7 +16,7 @@ from tf_for_slurm.cli.status import FOLDER_HELP, ended, locate
 from tf_for_slurm.cli.status import slurm_view as _slurm_view
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder
-from tf_for_slurm.host.scontrol import show_job
+from tf_for_slurm.host.scontrol import JobAnswer, ask_job
 from tf_for_slurm.plan.step_status import task_rows
 
 FOLLOW_POLL = 0.5  # seconds between looks at the files while following
@@ -76,12 +76,12 @@ def tail(path: str, lines: int) -> bytes:
 
 
 def main(args: argparse.Namespace, out: Optional[IO[bytes]] = None,
-         lookup: Callable[[str], Optional[Dict[str, str]]] = show_job) -> int:
+         lookup: Callable[[str], JobAnswer] = ask_job) -> int:
     """`tf-slurm logs`: print the files' ends; with --follow, what is added until the job ends."""
     out = out or sys.stdout.buffer
     if args.lines < 0:
         raise UsageError(bad_value("--lines", args.lines, "a number of lines >= 0"))
-    folder, job_id = locate(args.job, args.folder, lookup)
+    folder, job_id = locate(args.job, args.folder, lambda job: lookup(job).info)
     paths = pick(folder, args.task, args.role, args.index)
     missing = [p for p in paths if not os.path.exists(p)]
     if missing and not args.follow:
@@ -100,8 +100,9 @@ def main(args: argparse.Namespace, out: Optional[IO[bytes]] = None,
 
 
 def _follow(folder: str, paths: List[str], offsets: Dict[str, int], out: IO[bytes], job_id: Optional[str],
-            lookup: Callable[[str], Optional[Dict[str, str]]]) -> None:
-    """Print what is appended to the files until Slurm says the job has ended (then once more)."""
+            lookup: Callable[[str], JobAnswer]) -> None:
+    """Print what is appended to the files until Slurm says the job has ended (then once more); an
+    outage of Slurm's controller is not an end."""
     next_check, last, final = 0.0, None, False
     while True:
         for path in paths:
@@ -128,7 +129,7 @@ def _follow(folder: str, paths: List[str], offsets: Dict[str, int], out: IO[byte
             time.sleep(FOLLOW_POLL)
 
 
-def _ended(folder: str, job_id: Optional[str], lookup: Callable[[str], Optional[Dict[str, str]]]) -> bool:
-    info = lookup(job_id) if job_id else None
+def _ended(folder: str, job_id: Optional[str], lookup: Callable[[str], JobAnswer]) -> bool:
+    answer = lookup(job_id) if job_id else JobAnswer()
     step = job_folder.read_json(os.path.join(folder, job_folder.STATUS))
-    return ended({"slurm": _slurm_view(info), "step": step})
+    return ended({"slurm": _slurm_view(answer.info), "slurm_away": answer.away, "step": step})
