@@ -52,6 +52,7 @@ def test_srun_that_could_not_reach_the_controller_is_started_again(tmp_path):
     assert (tmp_path / "calls").read_text().strip() == "3"
     said = [line for line in res.stderr.splitlines() if "Slurm's controller does not answer" in line]
     assert len(said) == 1 and "srun (creating the step)" in said[0], res.stderr  # one line per outage
+    assert "srun (creating the step): Slurm's controller answered again after" in res.stderr, res.stderr
     assert "trained" in res.stderr
 
 

@@ -279,9 +279,10 @@ def _run_srun(step: _Step, command: List[str], warn_file: Optional[str]) -> Opti
             return None
         reason = step_not_created(step.command.errors) if rc and not step.relay.signal else None
         then = outage.failed(reason, time.monotonic()) if reason else None
-        if isinstance(then, GiveUp):
-            _say(then.line)
         if not isinstance(then, TryAgain):
+            done = then.line if isinstance(then, GiveUp) else outage.answered(time.monotonic())
+            if done:
+                _say(done)
             break
         if then.line:
             _say(then.line)
