@@ -266,7 +266,7 @@ def test_every_batch_script_traps_first_then_makes_a_private_folder(tmp_path):
     assert len(set(headers.values())) == 1, headers  # the same lines everywhere
     for name, text in texts.items():
         code = [line for line in text[text.index("# First:"):].splitlines() if not line.startswith("#")]
-        assert code[0].startswith("for sig in USR1 USR2 TERM; do trap "), (name, code[0])  # nothing before it
+        assert code[0].startswith("for sig in URG USR1 USR2 TERM; do word=${sig/URG/USR1}; trap "), (name, code[0])
         assert 'mktemp -d "${TMPDIR:-/tmp}/tf_slurm.XXXXXXXXXX"' in text and "tf_slurm-warning" not in text, name
         assert "trap 'rm -rf -- \"$warn_dir\"' EXIT" in text, name
 
