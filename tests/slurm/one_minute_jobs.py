@@ -1,9 +1,11 @@
-"""Three 1-minute-limit jobs that must requeue to finish, submitted together and waited for together
+"""Four 1-minute-limit jobs that must requeue to finish, submitted together and waited for together
 (the `one_minute_jobs` fixture, tests/slurm/conftest.py), so the suite pays the longest of them, not
 the sum: TensorFlow's PreemptionCheckpointHandler through the generic template
-(test_preemption_slurm.py), a `tf-slurm submit -t 1` job (test_submit_requeue_slurm.py), and a
-batch-step job whose first step checkpoints but never stops (test_requeue_deadline_slurm.py).
-Together they are 6 tasks on the 3-node cluster (2 + 3 + 1 of its 12 CPUs).
+(test_preemption_slurm.py), a `tf-slurm submit -t 1` job (test_submit_requeue_slurm.py), a
+batch-step job whose first step checkpoints but never stops (test_requeue_deadline_slurm.py), and a
+template job that gets the time-limit warning again and again at every run's start
+(test_rough_edges_slurm.py).  Together they are 8 tasks on the 3-node cluster (2 + 3 + 1 + 2 of its
+12 CPUs).
 
 Each target is one no allocation can reach on a machine of any speed, by pacing (the examples'
 --min_step_seconds): see each test module's arithmetic.
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
+import threading
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List, Tuple
 
 from data_paths import mnist_dir
 from slurm_harness import PYTHON, REPO
@@ -88,6 +92,59 @@ def _hung(cluster, tmp: Path) -> Dict[str, object]:
     return {"job": res.stdout.strip().split(";")[0], "model": folder, "log": folder / "job.out"}
 
 
+# the warned job's training (no TensorFlow): a first run waits at WARNED_FIRST_RUN steps, a requeued one
+# reaches WARNED_TARGET (tests/slurm_tasks/paced_steps.py)
+PACED_STEPS = REPO / "tests" / "slurm_tasks" / "paced_steps.py"
+WARNED_TARGET, WARNED_FIRST_RUN = 60, 30
+
+
+def job_state(cluster, job: str) -> Tuple[str, int]:
+    """(JobState, Restarts), or ('', -1) when scontrol does not answer (a controller stopped on purpose)."""
+    try:
+        res = cluster.run(["scontrol", "show", "job", job], timeout=30)
+    except subprocess.TimeoutExpired:
+        return "", -1
+    state, restarts = re.search(r"JobState=(\S+)", res.stdout), re.search(r"Restarts=(\d+)", res.stdout)
+    return (state.group(1), int(restarts.group(1))) if state and restarts else ("", -1)
+
+
+def _warn_every_start(cluster, job: str, stop: threading.Event, sent: List[Tuple[int, int]]) -> None:
+    """Each time a run of `job` is RUNNING: the time-limit warning (SIGURG to the batch shell) every 50 ms
+    for its first 3 s: before the shell's trap, during it, during srun's start."""
+    seen = -1
+    while not stop.is_set():
+        state, restarts = job_state(cluster, job)
+        if state == "RUNNING" and restarts != seen:
+            seen, end = restarts, time.monotonic() + 3
+            while time.monotonic() < end:
+                try:
+                    rc = cluster.run(["scancel", "--batch", "--signal=URG", job], timeout=30).returncode
+                except subprocess.TimeoutExpired:
+                    rc = 124
+                sent.append((restarts, rc))
+                time.sleep(0.05)
+        time.sleep(0.05)
+
+
+def _warned(cluster, tmp: Path) -> Dict[str, object]:
+    """The generic template, `--time=1 --signal=B:URG@30`, 2 tasks on 2 nodes, warned at every run's start."""
+    model = tmp / "warned"
+    model.mkdir()
+    env = {"PYTHON": PYTHON, "TF_SLURM_REPO": str(REPO), "PYTHONPATH": str(REPO), "LOG_LEVEL": "INFO",
+           "IB": "NoIB", "MODEL_DIR": str(model), "NUM_PS": "0", "TARGET": str(WARNED_TARGET)}
+    res = cluster.run(["sbatch", "--parsable", "--time=1", "--signal=B:URG@30", "-N2", "-n2",
+                       "-o", str(tmp / "warned-%j.out"), str(REPO / "scripts" / "tf_slurm_job.sh"),
+                       str(PACED_STEPS), str(model), str(WARNED_TARGET), str(WARNED_FIRST_RUN)],
+                      timeout=60, env=env, cwd=str(tmp))
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip().split(";")[0]
+    stop, sent = threading.Event(), []  # type: ignore[var-annotated]
+    injector = threading.Thread(target=_warn_every_start, args=(cluster, job, stop, sent), daemon=True)
+    injector.start()
+    return {"job": job, "model": model, "log": tmp / f"warned-{job}.out", "sent": sent, "stop": stop,
+            "injector": injector}
+
+
 def run_together(cluster, tmp: Path, timeout: float = 600) -> Dict[str, Dict[str, object]]:
     """Submit the jobs, wait until all ended (each entry gains `info`: scontrol's view), and never
     leave one requeueing itself under the next tests."""
@@ -100,10 +157,14 @@ def run_together(cluster, tmp: Path, timeout: float = 600) -> Dict[str, Dict[str
             jobs["pch"] = _pch(cluster, tmp)
             jobs["submit"] = _submit(cluster, tmp)
         jobs["hung"] = _hung(cluster, tmp)
+        jobs["warned"] = _warned(cluster, tmp)
         for entry in jobs.values():
             entry["info"] = cluster.wait_job(str(entry["job"]), max(10.0, deadline - time.monotonic()))
     finally:
         for entry in jobs.values():
             if "info" not in entry:
                 cluster.run(["scancel", str(entry["job"])], timeout=30)
+        if "warned" in jobs:
+            jobs["warned"]["stop"].set()  # type: ignore[union-attr]
+            jobs["warned"]["injector"].join(timeout=60)  # type: ignore[union-attr]
     return jobs
