@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tf_for_slurm.host.scontrol import JobAnswer, ask_job, show_job
+from tf_for_slurm.host.scontrol import JobAnswer, ask_job
 
 DOWN = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
 FORGOT = "slurm_load_jobs error: Invalid job id specified"
@@ -35,7 +35,6 @@ def test_a_controller_that_does_not_answer_is_not_a_job_slurm_forgot(scontrol, t
     assert ask_job("12", say=said.append) == JobAnswer(info=None, away=DOWN)
     assert (tmp_path / "calls").read_text() == "show job 12\n"  # one try: a person is waiting
     assert said == [f"scontrol show job 12: Slurm's controller did not answer for 0 s (1 tries; last: {DOWN})"]
-    assert show_job("12") is None  # the short form, as `tf-slurm logs` uses it
     scontrol(f"echo '{FORGOT}' >&2\nexit 1\n")
     assert ask_job("12") == JobAnswer(info=None, away=None)
 
@@ -49,7 +48,6 @@ def test_a_known_job_and_a_short_outage_waited_through(scontrol, tmp_path):
     assert answer.away is None and answer.info is not None
     assert (answer.info["JobState"], answer.info["WorkDir"]) == ("RUNNING", "/home/me/run one")
     assert len(said) == 2 and "does not answer" in said[0] and "answered again" in said[1], said
-    assert show_job("12") == answer.info
 
 
 def test_an_scontrol_that_hangs_counts_as_no_answer(scontrol):

@@ -60,14 +60,6 @@ def slurm_view(info: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
     return {k: info[k] for k in keys if k in info}
 
 
-def _said(text: Optional[str]) -> Optional[str]:
-    """What a task's log (`text`, its end) says about its failure: plan.failure_words' line (a fix line,
-    an exception, a command that could not run, a `tf-slurm CMD: error: ...` line)."""
-    if not text:
-        return None
-    return why_from_log(text)
-
-
 def early_failures(folder: str) -> List[Dict[str, Any]]:
     """Why the tasks failed before the step's status was written, from their logs in the job folder:
     one task-RANK.out each (submit, `local --output`), else srun -l's labelled lines in the batch log
@@ -79,7 +71,7 @@ def early_failures(folder: str) -> List[Dict[str, Any]]:
     ranks = sorted(int(m.group(1)) for m in map(_TASK_LOG.match, names) if m)
     found: List[Dict[str, Any]] = []
     for rank in ranks[:EARLY_LOGS]:
-        detail = _said(job_folder.read_tail(job_folder.task_log(folder, rank)))
+        detail = why_from_log(job_folder.read_tail(job_folder.task_log(folder, rank)) or "")
         if detail:
             found.append({"rank": rank, "detail": detail, "log": job_folder.task_log(folder, rank)})
     if found:
@@ -95,10 +87,10 @@ def early_failures(folder: str) -> List[Dict[str, Any]]:
         else:
             own.append(line)
     for rank in sorted(by_rank)[:EARLY_LOGS]:
-        detail = _said("\n".join(by_rank[rank]))
+        detail = why_from_log("\n".join(by_rank[rank]))
         if detail:
             found.append({"rank": rank, "detail": detail, "log": batch_log})
-    detail = None if found else _said("\n".join(own))
+    detail = None if found else why_from_log("\n".join(own))
     return found + ([{"rank": None, "detail": detail, "log": batch_log}] if detail else [])
 
 

@@ -6,7 +6,7 @@ local test cluster, have none); Slurm forgets a job MinJobAge (300 s by default)
 Two failures look alike and mean opposite things: "Invalid job id specified" (Slurm answered: it
 does not know the job, it ended a while ago) and "Unable to contact slurm controller" (Slurm did not
 answer: the job may be running).  `ask_job` tells them apart (plan.slurm_outage's rule, run through
-host.slurm_call); `show_job` is its short form for callers that only want the job's fields.
+host.slurm_call).
 """
 
 from __future__ import annotations
@@ -61,9 +61,3 @@ def ask_job(job_id: str, patience: float = PATIENCE, say: Optional[slurm_call.Sa
     if not answer.ok:
         return JobAnswer()
     return JobAnswer(parse_job(answer.stdout) or None)
-
-
-def show_job(job_id: str) -> Optional[Dict[str, str]]:
-    """The job as `scontrol show job` tells it; None when Slurm does not know it or did not answer
-    (`ask_job` tells which)."""
-    return ask_job(job_id).info
