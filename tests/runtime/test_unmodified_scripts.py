@@ -155,22 +155,25 @@ def stamped(argv: List[str], stamp: Path) -> List[str]:
     return [*argv[:at], "sh", "-c", f'"$@"; s=$?; date +%s.%N > {stamp}.$SLURM_PROCID; exit $s', "sh", *argv[at:]]
 
 
-def check_ends_0_within_2s(case: str, rc: int, out: str, ended: float, stamp: Path, model: Path) -> None:
+def check_ends_0_by_the_last_trainers_exit(case: str, rc: int, out: str, ended: float, stamp: Path, model: Path) -> None:
     assert rc == 0, out[-4000:]
     assert done_times(out, CHIEF[case]), out[-3000:]
     last = max(float(Path(f"{stamp}.{rank}").read_text()) for rank in TRAINERS[case])
-    assert ended - last < 2.0, (ended - last, out[-3000:])
+    # ended by that exit, not by a fallback (the 10 s silence rule, a TF1 worker's 30 s drain, a server's
+    # join() that never returns): the design's bound is the kill grace (3 s) plus a reaction; the time
+    # itself is bench/bench_shutdown.py's (a busy machine stretches it, never to a fallback's)
+    assert ended - last < 8.0, (ended - last, out[-3000:])
     if case == "eval":
         assert "evaluator waiting for checkpoints" in out and (model / "checkpoint").exists()
 
 
 @pytest.mark.timeout(240)
-def test_mwms_script_ends_0_within_2s_of_the_last_training_task(tmp_path):
+def test_mwms_script_ends_0_right_after_the_last_training_task(tmp_path):
     """Under `tf-slurm local`; every strategy's script under srun: test_under_srun_each_script_ends_0.
     (This one also runs in the old-TF pass: a Keras 2 `fit` under MWMS on TensorFlow 2.15.)"""
     stamp = tmp_path / "exit"
     rc, out, _ = run_step(stamped(local_argv("mwms", CASES["mwms"][1], tmp_path / "model"), stamp), tmp_path / "log")
-    check_ends_0_within_2s("mwms", rc, out, time.time(), stamp, tmp_path / "model")
+    check_ends_0_by_the_last_trainers_exit("mwms", rc, out, time.time(), stamp, tmp_path / "model")
 
 
 # One trainer and one server per strategy (and the evaluator): the supervisor treats a killed
@@ -217,7 +220,7 @@ def test_under_srun_each_script_ends_0(slurm_cluster, tmp_path, case):
     stamp = tmp_path / "exit"
     rc, out, _ = run_step(stamped(srun_argv(case, args, tmp_path / "model"), stamp), tmp_path / "log",
                           env={**slurm_cluster.env, "PYTHONPATH": str(ROOT)}, timeout=240)
-    check_ends_0_within_2s(case, rc, out, time.time(), stamp, tmp_path / "model")
+    check_ends_0_by_the_last_trainers_exit(case, rc, out, time.time(), stamp, tmp_path / "model")
     # a good run prints no ERROR line, from us or from TensorFlow (its C++ log's E prefix), issue 25
     errors = [line for line in out.splitlines() if re.search(r"(^|: )(E\d{4} \d|ERROR\b)", line)]
     assert errors == [], "\n".join(errors[:10])

@@ -130,13 +130,15 @@ def test_tf1_style_ps_that_never_exits_is_ended_right_after_the_last_worker(tmp_
     ended = time.time()
     assert r.returncode == 0, r.stderr
     last = max(float((tmp_path / f"done.{i}").read_text()) for i in range(2))
-    assert ended - last < 1.5, f"step ended {ended - last:.2f} s after the last worker"
+    # ended by that exit (the ps sleeps 600 s; the fallback, the 10 s silence rule, would be later): the
+    # time itself is bench/bench_shutdown.py's; a busy machine stretches it, never to 5 s
+    assert ended - last < 5.0, f"step ended {ended - last:.2f} s after the last worker"
     # counted from the workers' start, not the launch: how fast processes start is not what is timed
     assert ended - min(float((tmp_path / f"start.{i}").read_text()) for i in range(2)) < 10
     assert leftovers(marker) == []
 
 
-def test_pss_style_servers_are_ended_within_2s_of_the_coordinator(tmp_path):
+def test_pss_style_servers_are_ended_right_after_the_coordinator(tmp_path):
     marker = f"m{uuid.uuid4().hex}"
     body = (f'if [ "$TF_SLURM_JOB_TYPE" = chief ]; then {GO.format(tmp_path)}date +%s.%N > {tmp_path}/chief; '
             'exit 0; fi; exec sleep 600')
@@ -144,7 +146,7 @@ def test_pss_style_servers_are_ended_within_2s_of_the_coordinator(tmp_path):
                               *script(body, marker))
     ended = time.time()
     assert rc == 0, err
-    assert ended - float((tmp_path / "chief").read_text()) < 2.0
+    assert ended - float((tmp_path / "chief").read_text()) < 5.0  # by its exit: the servers sleep 600 s
     assert leftovers(marker) == []
 
 
