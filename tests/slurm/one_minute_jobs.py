@@ -93,9 +93,10 @@ def _hung(cluster, tmp: Path) -> Dict[str, object]:
 
 
 # the warned job's training (no TensorFlow): a first run waits at WARNED_FIRST_RUN steps, a requeued one
-# reaches WARNED_TARGET (tests/slurm_tasks/paced_steps.py)
+# reaches WARNED_TARGET (tests/slurm_tasks/paced_steps.py) at 0.05 s a step: at least 8.5 s, so the
+# injector sees that run RUNNING (its 2 s were too short to see on a busy machine)
 PACED_STEPS = REPO / "tests" / "slurm_tasks" / "paced_steps.py"
-WARNED_TARGET, WARNED_FIRST_RUN = 60, 30
+WARNED_TARGET, WARNED_FIRST_RUN = 200, 30
 
 
 def job_state(cluster, job: str) -> Tuple[str, int]:
