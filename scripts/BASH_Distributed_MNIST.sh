@@ -20,23 +20,6 @@
 #SBATCH --time=00:30:00
 #SBATCH --output=tf_mnist-%j.out
 
-# First: Slurm's time-limit warning is SIGURG (--signal=B:URG@N), which reaches only this shell and
-# which a shell ignores until it traps it: Slurm may send it the moment the shell starts (a requeued
-# run started by the backfill scheduler got it 44 ms in), before any line here runs, when SIGUSR1
-# would kill the shell and FAIL the job. A warning lost that way costs nothing: batch-step stops the
-# step at the same moment without one (its backstop, from the job's end time). Trapped, the warning
-# (and SIGUSR1, SIGUSR2, SIGTERM: scancel, preemption) is written down for `tf-slurm batch-step`.
-# The file is in a folder only this user can use, with a random name (mktemp -d: 0700): other users
-# see job ids and can write to /tmp, and a file of theirs must not stop or requeue the job. A signal
-# that comes before the folder exists is kept in early_warning and written down once it does.
-for sig in URG USR1 USR2 TERM; do word=${sig/URG/USR1}; trap "warn_line=\"$word \$(date +%s.%N)\"
-    if [[ -n \"\${warn_file:-}\" ]]; then echo \"\$warn_line\" >>\"\$warn_file\"
-    else early_warning=\"\${early_warning:-\$warn_line}\"; fi" "$sig"; done
-warn_dir="$(mktemp -d "${TMPDIR:-/tmp}/tf_slurm.XXXXXXXXXX")" \
-    || { echo "BASH_Distributed_MNIST.sh: error: cannot make a private folder in ${TMPDIR:-/tmp}" >&2; exit 2; }
-trap 'rm -rf -- "$warn_dir"' EXIT       # removed however the shell ends
-warn_file="$warn_dir/warning"
-if [[ -n "${early_warning:-}" ]]; then echo "$early_warning" >>"$warn_file"; fi
 set -euo pipefail
 
 # ---------------------------------- settings (environment wins) ----------------------------------
@@ -148,7 +131,7 @@ echo "job $SLURM_JOB_ID: $NTASKS tasks on ${SLURM_JOB_NODELIST:-?} ($NUM_PS ps, 
 
 echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParams=ports)}"
 # The step runs under `tf-slurm batch-step`, which: passes the time-limit warning on to every task
-# WARN_MARGIN s before the limit (Slurm may warn up to 60 s early; see the trap at the top), so
+# WARN_MARGIN s before the limit (Slurm may warn up to 60 s early; see the trap below), so
 # training stops at its next step and the chief checkpoints; exits with the first failing task's
 # status (srun's own is the highest, 143 for tasks it ended); and requeues the job when the warning
 # stopped training before ITERATIONS, or a task was killed or lost after the checkpoint advanced (at
@@ -157,13 +140,33 @@ echo "job $SLURM_JOB_ID: ports: ${RESV_PORTS[*]:-job-derived window (no MpiParam
 # worker's, with --require-all-workers) is first started again at once on the allocation's healthy
 # nodes, a spare in the lost one's place (at most MAX_RELAUNCHES times). The ps runs on the batch
 # script's node (the first): when that node is lost, so is this script, and Slurm decides the rest.
-"$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" --target "$ITERATIONS" --max-requeues "$MAX_REQUEUES" \
+# The time-limit warning is SIGURG (--signal=B:URG@N): it reaches only this shell, which ignored it
+# until here (its default action), so a warning sent as the job starts (a requeued run started by the
+# backfill scheduler got it 44 ms in) cannot kill the shell; batch-step's backstop stops the step at the
+# same moment anyway. From here on the trap writes it (and SIGUSR1, SIGUSR2, SIGTERM: scancel,
+# preemption) down for `tf-slurm batch-step`, in a folder only this user can use, with a random name
+# (mktemp -d: 0700): other users see job ids and can write to /tmp, and a file of theirs must not stop
+# or requeue the job. The traps come after every command substitution of the script: bash 5.2 can fail
+# to parse a `$(...)` that a trap interrupts, and that ends the shell.
+warn_dir="$(mktemp -d "${TMPDIR:-/tmp}/tf_slurm.XXXXXXXXXX")" \
+    || { echo "BASH_Distributed_MNIST.sh: error: cannot make a private folder in ${TMPDIR:-/tmp}" >&2; exit 2; }
+warn_file="$warn_dir/warning"
+trap 'trap "" URG USR1 USR2 TERM; rm -rf -- "$warn_dir"' EXIT   # removed however the shell ends
+for sig in URG USR1 USR2 TERM; do word=${sig/URG/USR1}
+    trap "printf -v warn_line '%s %(%s)T' $word -1; echo \"\$warn_line\" >>\"\$warn_file\" || true" "$sig"; done
+{ "$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" --target "$ITERATIONS" --max-requeues "$MAX_REQUEUES" \
     --max-relaunches "$MAX_RELAUNCHES" --spare-nodes "$SPARE_NODES" --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
     srun -l --kill-on-bad-exit=1 --no-kill --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
     "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" --sidecar-log-level "$PS_LOG_LEVEL" -- \
-    "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" &
+    "$PYTHON" "$REPO_ROOT/examples/mnist_distributed/LaunchTFServerWithHooks.py" "${FLAGS[@]}" \
+    && status=0 || status=$?
+  echo "$status" >"$warn_dir/status"; } &
 step=$!
-status=0   # a trapped signal interrupts `wait`: wait again until batch-step itself has ended
-while kill -0 "$step" 2>/dev/null; do wait "$step" && status=0 || status=$?; done
+# a trapped signal (the warning) cuts `wait` short, and bash's own record of the step's status is not to
+# be trusted then (a warning as the step ended made a COMPLETED job FAILED 151, or 255): wait until the
+# step has ended, then take the status it wrote
+while kill -0 "$step" 2>/dev/null; do wait "$step" || true; done
+read -r status <"$warn_dir/status" || status=1
+[[ "$status" =~ ^[0-9]{1,3}$ ]] || status=1
 exit "$status"

@@ -250,8 +250,9 @@ def test_batch_step_gives_srun_a_secret_nobody_else_sees(fake_slurm, given):
 
 # -- the batch scripts: the warning file in a private folder -----------------------------------------
 def _header(text: str) -> str:
-    start = text.index("# First: Slurm's time-limit warning")
-    return text[start:text.index("set -euo pipefail\n", start)]
+    """The warning's block: from its comment to the step's launch."""
+    start = text.index("# The time-limit warning is SIGURG")
+    return text[start:text.index("{ \"$", start)]
 
 
 def _submit_script(python: str, jobs: Path, ckpt: Path) -> str:
@@ -259,33 +260,38 @@ def _submit_script(python: str, jobs: Path, ckpt: Path) -> str:
                                checkpoint_dir=str(ckpt), target=800, warn_margin=1000))
 
 
-def test_every_batch_script_traps_first_then_makes_a_private_folder(tmp_path):
+def test_every_batch_script_makes_a_private_folder_then_traps_after_its_last_command_substitution(tmp_path):
     texts = {name: (REPO / "scripts" / name).read_text() for name in TEMPLATES}
     texts["submit"] = _submit_script("python3", tmp_path, tmp_path)
     headers = {name: re.sub(r"echo \"[\w.]+: error", "echo \"X: error", _header(t)) for name, t in texts.items()}
     assert len(set(headers.values())) == 1, headers  # the same lines everywhere
     for name, text in texts.items():
-        code = [line for line in text[text.index("# First:"):].splitlines() if not line.startswith("#")]
-        assert code[0].startswith("for sig in URG USR1 USR2 TERM; do word=${sig/URG/USR1}; trap "), (name, code[0])
+        before, block = text.split("# The time-limit warning is SIGURG")
+        code = [line for line in block.splitlines()[1:] if not line.startswith("#")]
+        assert code[0].startswith('warn_dir="$(mktemp -d'), (name, code[0])  # the folder, then the traps
+        assert "$(" not in block.partition("for sig in URG")[2].replace("$(mktemp", ""), name  # no $(...) after
+        code_before = [line for line in before.splitlines() if not line.lstrip().startswith("#")]
+        assert not [line for line in code_before if "trap " in line], name  # a shell ignores SIGURG until here
         assert 'mktemp -d "${TMPDIR:-/tmp}/tf_slurm.XXXXXXXXXX"' in text and "tf_slurm-warning" not in text, name
-        assert "trap 'rm -rf -- \"$warn_dir\"' EXIT" in text, name
+        assert "trap 'trap \"\" URG USR1 USR2 TERM; rm -rf -- \"$warn_dir\"' EXIT" in text, name
 
 
 @pytest.mark.timeout(60)
-def test_a_warning_before_the_private_folder_exists_is_kept(tmp_path):
-    """The warning comes while mktemp runs (the folder does not exist yet): written once it does."""
+def test_a_warning_while_the_private_folder_is_made_is_ignored_then_one_after_is_written(tmp_path):
+    """SIGURG while mktemp runs (before the traps): the shell's default is to ignore it; one after the traps
+    is written down as the warning (batch-step's backstop covers the one lost)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "mktemp").write_text('#!/bin/bash\nkill -USR1 "$SHELL_PID"\nexec /usr/bin/mktemp "$@"\n')
+    (bin_dir / "mktemp").write_text('#!/bin/bash\nkill -URG "$SHELL_PID"\nexec /usr/bin/mktemp "$@"\n')
     (bin_dir / "mktemp").chmod(0o755)
     body = _header(_submit_script("python3", tmp_path, tmp_path))
-    script = "export SHELL_PID=$$\n" + body + 'cat "$warn_file"; echo "dir=$warn_dir"\n'
+    script = "export SHELL_PID=$$\n" + body + 'kill -URG $$\ncat "$warn_file"; echo "dir=$warn_dir"\n'
     r = subprocess.run(["bash", "-c", script], env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
                                                     "TMPDIR": str(tmp_path)},
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert len(lines) == 2 and re.fullmatch(r"USR1 [0-9.]+", lines[0]), r.stdout
+    assert len(lines) == 2 and re.fullmatch(r"USR1 [0-9]+", lines[0]), r.stdout
     assert not Path(lines[1][4:]).exists()  # removed as the shell ended
 
 

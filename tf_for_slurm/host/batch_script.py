@@ -1,7 +1,7 @@
 """The batch script `tf-slurm submit` writes, and sbatch's command line for it.  Pure: a record in, text out.
 
 Why generated: a user's own batch script loses what only the templates got right (the trap that
-writes Slurm's warning down first, --signal/--requeue/--open-mode, the numbers from batch-settings,
+writes Slurm's warning down, --signal/--requeue/--open-mode, the numbers from batch-settings,
 srun's -c and --mem-per-cpu, the step under batch-step and exec, the wait loop).  Every user value
 is embedded with shlex.quote, or passed on sbatch's argv (a list, no shell): a value with spaces,
 quotes, `$(...)` or backticks reaches the job literally and runs nothing.  The script reads the job
@@ -74,26 +74,22 @@ _SHORT = {"-o": "--output", "-W": "--wait", "-a": "--array", "-N": "--nodes", "-
 SIGNAL_EARLY = 60  # Slurm may send --signal's warning up to 60 s early: ask for it that much before the margin
 EXEC_LOG_LEVEL, SUPERVISOR_LOG_LEVEL = "INFO", "WARNING"  # as the templates' LOG_LEVEL and PS_LOG_LEVEL
 
-# The batch shell's first lines: the time-limit warning's trap and its private file.  The templates
-# (scripts/*.sh) carry the same lines, as they must come first in a script users copy: a house test
-# checks each holds warn_trap(its own name) verbatim.
-_WARN_TRAP = r"""# First: Slurm's time-limit warning is SIGURG (--signal=B:URG@N), which reaches only this shell and
-# which a shell ignores until it traps it: Slurm may send it the moment the shell starts (a requeued
-# run started by the backfill scheduler got it 44 ms in), before any line here runs, when SIGUSR1
-# would kill the shell and FAIL the job. A warning lost that way costs nothing: batch-step stops the
-# step at the same moment without one (its backstop, from the job's end time). Trapped, the warning
-# (and SIGUSR1, SIGUSR2, SIGTERM: scancel, preemption) is written down for `tf-slurm batch-step`.
-# The file is in a folder only this user can use, with a random name (mktemp -d: 0700): other users
-# see job ids and can write to /tmp, and a file of theirs must not stop or requeue the job. A signal
-# that comes before the folder exists is kept in early_warning and written down once it does.
-for sig in URG USR1 USR2 TERM; do word=${{sig/URG/USR1}}; trap "warn_line=\"$word \$(date +%s.%N)\"
-    if [[ -n \"\${{warn_file:-}}\" ]]; then echo \"\$warn_line\" >>\"\$warn_file\"
-    else early_warning=\"\${{early_warning:-\$warn_line}}\"; fi" "$sig"; done
+# The time-limit warning's trap and its private file, set just before the step starts.  The templates
+# (scripts/*.sh) carry the same lines: a house test checks each holds warn_trap(its own name) verbatim.
+_WARN_TRAP = r"""# The time-limit warning is SIGURG (--signal=B:URG@N): it reaches only this shell, which ignored it
+# until here (its default action), so a warning sent as the job starts (a requeued run started by the
+# backfill scheduler got it 44 ms in) cannot kill the shell; batch-step's backstop stops the step at the
+# same moment anyway. From here on the trap writes it (and SIGUSR1, SIGUSR2, SIGTERM: scancel,
+# preemption) down for `tf-slurm batch-step`, in a folder only this user can use, with a random name
+# (mktemp -d: 0700): other users see job ids and can write to /tmp, and a file of theirs must not stop
+# or requeue the job. The traps come after every command substitution of the script: bash 5.2 can fail
+# to parse a `$(...)` that a trap interrupts, and that ends the shell.
 warn_dir="$(mktemp -d "${{TMPDIR:-/tmp}}/tf_slurm.XXXXXXXXXX")" \
     || {{ echo "{script}: error: cannot make a private folder in ${{TMPDIR:-/tmp}}" >&2; exit 2; }}
-trap 'rm -rf -- "$warn_dir"' EXIT       # removed however the shell ends
 warn_file="$warn_dir/warning"
-if [[ -n "${{early_warning:-}}" ]]; then echo "$early_warning" >>"$warn_file"; fi
+trap 'trap "" URG USR1 USR2 TERM; rm -rf -- "$warn_dir"' EXIT   # removed however the shell ends
+for sig in URG USR1 USR2 TERM; do word=${{sig/URG/USR1}}
+    trap "printf -v warn_line '%s %(%s)T' $word -1; echo \"\$warn_line\" >>\"\$warn_file\" || true" "$sig"; done
 """
 
 
@@ -310,7 +306,7 @@ def script_text(spec: JobSpec) -> str:
 #SBATCH --open-mode=append
 #SBATCH --signal=B:URG@{spec.warn_margin + SIGNAL_EARLY}
 
-{warn_trap("job.sh")}set -euo pipefail
+set -euo pipefail
 
 python={q(spec.python)}
 # The job folder: exec's hub writes the step's state there (`tf-slurm status`), batch-step the run's.
@@ -324,13 +320,19 @@ export TF_CPP_MIN_LOG_LEVEL="${{TF_CPP_MIN_LOG_LEVEL:-2}}"
 # the chief checkpoints), exits with the first failing task's status, and requeues the job when the
 # warning stopped training before the target. Each task's output goes to its own log (appended
 # after a requeue).
-"$python" -m tf_for_slurm batch-step {' '.join(step_opts)} --warn-file "$warn_file" -- \\
+{warn_trap("job.sh")}{{ "$python" -m tf_for_slurm batch-step {' '.join(step_opts)} --warn-file "$warn_file" -- \\
     {srun} \\
     "$python" -m tf_for_slurm --log-level {EXEC_LOG_LEVEL} exec {' '.join(exec_opts)} \\
     --supervisor-log-level {SUPERVISOR_LOG_LEVEL} -- \\
-    {' '.join(q(w) for w in spec.command)} &
+    {' '.join(q(w) for w in spec.command)} \\
+    && status=0 || status=$?
+  echo "$status" >"$warn_dir/status"; }} &
 step=$!
-status=0   # a trapped signal interrupts `wait`: wait again until batch-step itself has ended
-while kill -0 "$step" 2>/dev/null; do wait "$step" && status=0 || status=$?; done
+# a trapped signal (the warning) cuts `wait` short, and bash's own record of the step's status is not to
+# be trusted then (a warning as the step ended made a COMPLETED job FAILED 151, or 255): wait until the
+# step has ended, then take the status it wrote
+while kill -0 "$step" 2>/dev/null; do wait "$step" || true; done
+read -r status <"$warn_dir/status" || status=1
+[[ "$status" =~ ^[0-9]{{1,3}}$ ]] || status=1
 exit "$status"
 """
