@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # loaded on first use (_LAZY): `tf-slurm` and a task's progra
     from tf_for_slurm.plan.step import SlurmStep
 
 __all__ = [
-    "ClusterPlan", "PlanError", "SlurmEnvError", "SlurmStep", "Task", "TfSlurmError", "UsageError",
-    "build_plan", "plan_from_env", "report_progress", "step_from_env",
+    "ClusterPlan", "PlanError", "SlurmClusterResolver", "SlurmEnvError", "SlurmStep", "Task", "TfSlurmError",
+    "UsageError", "build_plan", "plan_from_env", "report_progress", "step_from_env",
 ]
 __version__ = "0.1.0"
 
@@ -37,6 +37,7 @@ _LAZY = {
     "Task": "tf_for_slurm.plan.cluster",
     "build_plan": "tf_for_slurm.plan.cluster",
     "SlurmStep": "tf_for_slurm.plan.step",
+    "SlurmClusterResolver": "tf_for_slurm.runtime.slurm_resolver",  # imports no TensorFlow
     "GetServerDictionary": "tf_for_slurm.ServerDictionary",
     "create_done_queue": "tf_for_slurm.runtime.done_queue",
     "create_done_queues": "tf_for_slurm.runtime.done_queue",

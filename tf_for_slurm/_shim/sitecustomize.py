@@ -14,6 +14,9 @@
   exit 1 instead of TensorFlow's error or a hang (tf_slurm_plan_hints).
 - TF_SLURM_JOB_TYPE: a SyncReplicasOptimizer chief ends with its training instead of waiting out
   TensorFlow's 120 s stop grace for a round no worker will complete (tf_slurm_sync_end).
+- TF_SLURM_JOB_TYPE: TensorFlow's SlurmClusterResolver (and subclasses) answer with the step's plan:
+  its addresses and ports, this task's role, the GPUs exec gave it; a script whose jobs= or
+  tasks_per_node= contradict the plan ends with one fix line (tf_slurm_resolver).
 - Always: MultiWorkerMirroredStrategy's peer health check waits without holding the GIL, so a slow
   peer no longer stops the task's Python (its training loop, its signal handlers) for up to 10 s
   (tf_slurm_peer_health).
@@ -71,6 +74,9 @@ if _role:
     from tf_slurm_sync_end import install as _install_sync_end  # this shim's own directory
 
     _install_sync_end()
+    from tf_slurm_resolver import install as _install_resolver  # this shim's own directory
+
+    _install_resolver()
 
 from tf_slurm_peer_health import install as _install_peer_health  # this shim's own directory
 
