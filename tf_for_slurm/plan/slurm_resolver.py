@@ -50,11 +50,16 @@ def wanted_jobs(jobs: object, ntasks: int) -> dict:
     if not isinstance(jobs, Mapping) or not all(isinstance(k, str) and k and _is_count(v) for k, v in jobs.items()):
         raise PlanError(bad_value(f"{CLASS}(jobs=...)", jobs, "a dict of job name -> number of tasks, like "
                                   "{'ps': 1, 'worker': 3}"))
-    return {role: count for role, count in jobs.items() if count}
+    wanted = {role: count for role, count in jobs.items() if count}
+    if not wanted:
+        raise PlanError(bad_value(f"{CLASS}(jobs=...)", jobs, "at least one job with tasks, like {'worker': 4}"))
+    return wanted
 
 
-def _brief(counts: Mapping[str, int]) -> str:
-    return ", ".join(f"{n} {role}" for role, n in sorted(counts.items())) or "no task"
+def _brief(counts: Mapping[str, int], most: int = 6) -> str:
+    """'1 ps, 3 workers' (at most `most` roles named: a fix line stays one short line)."""
+    words = [f"{n} {role}" + ("" if n == 1 or role == "ps" else "s") for role, n in sorted(counts.items())]
+    return ", ".join(words[:most]) + (f" and {len(words) - most} more roles" if len(words) > most else "")
 
 
 def roles_fix(wanted: Mapping[str, int], have: Mapping[str, int], ps_name: str = "", chief_name: str = "") -> str:
@@ -93,7 +98,7 @@ def jobs_misfit(jobs: object, have: Mapping[str, int], ps_name: str = "", chief_
     if wanted == have:
         return None
     asked = (f"{CLASS}() without jobs= makes every task a worker" if jobs is None
-             else f"{CLASS}(jobs={dict(jobs)!r}) asks for {_brief(wanted)}")  # type: ignore[call-overload]
+             else f"{CLASS}(jobs=...) asks for {_brief(wanted)}")
     return f"{asked}, but this step's plan has {_brief(have)}; fix: {roles_fix(wanted, have, ps_name, chief_name)}"
 
 
@@ -108,8 +113,8 @@ def tasks_per_node_misfit(tasks_per_node: object, nodes: Sequence[str], counts: 
         if all(c == tpn for c in counts):
             return None
         return (f"{CLASS}(tasks_per_node={tpn}) but this step runs {shown} tasks per node "
-                f"({len(nodes)} nodes); fix: run {tpn} tasks on each node "
-                f"(sbatch --ntasks-per-node={tpn}, or --ntasks={tpn * len(nodes)})")
+                f"({len(nodes)} nodes); fix: run {tpn} task{'' if tpn == 1 else 's'} on each node "
+                f"(sbatch --ntasks-per-node={tpn})")
     if isinstance(tasks_per_node, Mapping) and all(_is_count(v) for v in tasks_per_node.values()):
         given = {str(k): int(v) for k, v in tasks_per_node.items() if v}
         same = given == step if set(given) == set(step) else sorted(given.values()) == sorted(counts)
@@ -126,7 +131,7 @@ def roles_from_jobs(jobs: object, ntasks: int) -> tuple:
     """Roles in rank order as TensorFlow gives them: job names sorted, each job a block of ranks."""
     wanted = wanted_jobs(jobs, ntasks)
     if sum(wanted.values()) != ntasks:
-        raise PlanError(f"{CLASS}(jobs={jobs!r}) asks for {sum(wanted.values())} tasks but this step has {ntasks}; "
+        raise PlanError(f"{CLASS}(jobs=...) asks for {sum(wanted.values())} tasks but this step has {ntasks}; "
                         f"fix: {roles_fix(wanted, {'worker': ntasks})}")
     return tuple(role for role in sorted(wanted) for _ in range(wanted[role]))
 
@@ -154,7 +159,7 @@ def rank_in(cluster: Mapping[str, Sequence[str]], task_type: str, task_id: int) 
     """This task's position in TensorFlow's order (job names sorted, then index): its `_rank`."""
     rank = 0
     for role in sorted(cluster):
-        if role == task_type:
+        if role == task_type and 0 <= task_id < len(cluster[role]):
             return rank + task_id
         rank += len(cluster[role])
     raise PlanError(bad_value("task", f"{task_type}:{task_id}", f"a task of the cluster ({', '.join(cluster)})"))
@@ -178,6 +183,12 @@ def renamed(cluster: Mapping[str, Sequence[str]], nodes: Sequence[str], new_name
 def node_table(nodes: Sequence[str], counts: Sequence[int]) -> dict:
     """TensorFlow's `_task_configuration`: {host: tasks} in the step's node order."""
     return dict(zip(nodes, counts))
+
+
+def check_gpu_arguments(gpus_per_node: object, gpus_per_task: object) -> None:
+    """A PlanError naming the argument for a GPU count TensorFlow could not use, on any node."""
+    node_pool(gpus_per_node)
+    gpu_share((), gpus_per_task)
 
 
 def gpu_share(share: Sequence[str], gpus_per_task: object) -> tuple:

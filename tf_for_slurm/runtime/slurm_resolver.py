@@ -70,6 +70,7 @@ def answer(env: Mapping[str, str], arguments: Mapping[str, Any], new_names: Opti
     Under exec: the step's TF_CONFIG and the GPUs exec gave the task.  Elsewhere: our planner with the
     script's jobs= as the roles.  Raises MisfitError (a contradiction) or a one-line TfSlurmError.
     """
+    rules.check_gpu_arguments(arguments["gpus_per_node"], arguments["gpus_per_task"])
     step = slurm.step_from_env(env)
     table = rules.node_table(step.nodes, step.tasks_per_node)
     line = rules.tasks_per_node_misfit(arguments["tasks_per_node"], step.nodes, step.tasks_per_node)
@@ -85,7 +86,9 @@ def answer(env: Mapping[str, str], arguments: Mapping[str, Any], new_names: Opti
     else:
         if line:
             raise MisfitError(line)
-        plan = plan_from_env(env, tasks=list(rules.roles_from_jobs(arguments["jobs"], step.ntasks)), check=False)
+        roles = list(rules.roles_from_jobs(arguments["jobs"], step.ntasks))
+        mine = {k: v for k, v in env.items() if k != settings.CHIEF}  # the script's jobs= are the roles
+        plan = plan_from_env(mine, tasks=roles, check=False)
         me = plan.me
         cluster, task_type, task_id = plan.cluster_spec(), me.role, me.index
         devices = devices_for_task(plan.tasks, me.rank, env.get(slurm.CUDA_VISIBLE_DEVICES),
@@ -236,6 +239,8 @@ class SlurmClusterResolver:
                         "auto_set_gpu": auto_set_gpu, "rpc_layer": rpc_layer},
                  SlurmClusterResolver._resolve_hostlist)
         except TfSlurmError as exc:
+            if str(exc).startswith(rules.CLASS):
+                raise
             raise type(exc)(f"{rules.CLASS}: {exc}") from None
 
     def _resolve_hostlist(self) -> list:
