@@ -104,3 +104,33 @@ def test_drop_in_is_the_same_script_with_one_import_line_changed(tmp_path):
     ports = [int(a.rsplit(":", 1)[1]) for a in seen["0"]["cluster"]["worker"]]
     assert len(set(ports)) == 2 and 15000 not in ports
     assert out.count(" done at ") == 2, out[-4000:]
+
+
+PROBE = """import os
+import tensorflow as tf
+r = tf.distribute.cluster_resolver.SlurmClusterResolver(port_base=15000)
+spec = r.cluster_spec()
+print(f"probe {r.task_type} {r.task_id} gpus {r.num_accelerators()['GPU']} "
+      f"visible {os.environ.get('CUDA_VISIBLE_DEVICES')!r} workers {len(spec.as_dict()['worker'])}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("variables, expected", [
+    # a node of 4 GPUs and 4 tasks: exec gives each task one, the resolver says 1 (TensorFlow's: 4 // 4 of the
+    # one GPU it sees, after exec narrowed CUDA_VISIBLE_DEVICES)
+    ({"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, {0: ("1", "'0'"), 1: ("1", "'1'"), 2: ("1", "'2'"), 3: ("1", "'3'")}),
+    # more tasks than GPUs (TensorFlow's: "Requested more GPUs per node than available" or 0 each)
+    ({"CUDA_VISIBLE_DEVICES": "0,1"}, {0: ("1", "'0'"), 1: ("1", "'1'"), 2: ("1", "'0'"), 3: ("1", "'1'")}),
+    # a CPU node: no GPU variable, no nvidia-smi call (TensorFlow's: FileNotFoundError)
+    ({}, {r: ("0", "None") for r in range(4)}),
+])
+def test_gpu_layouts_from_recorded_variables_without_gpus(tmp_path, variables, expected):
+    """(SLURM_STEP_GPUS: `tf-slurm local` sets the step's own Slurm variables, so that source is covered
+    with recorded environments in tests/runtime/test_slurm_resolver_answers.py.)"""
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    rc, out, _ = local(["-n", "4", "--ps", "0"], script, env=variables, timeout=120)
+    assert rc == 0, out[-4000:]
+    seen = {int(m.group(1)): (m.group(3), m.group(4))
+            for m in re.finditer(r"^(\d+): probe worker (\d+) gpus (\d+) visible (\S+) workers 4$", out, re.M)}
+    assert seen == expected, out[-4000:]
