@@ -25,7 +25,9 @@ def roles_from_list(list_of_tasks: Sequence[object], ntasks: int, name: str = "L
     """Validate a user-ordered ListOfTFTasks: one role per task, node by node (the seeds' order)."""
     if isinstance(list_of_tasks, str):
         list_of_tasks = [r for r in list_of_tasks.split(",") if r.strip()]
-    roles = tuple(normalise_role(r, f"{name}[{i}]") for i, r in enumerate(list_of_tasks))
+    # a role already in TensorFlow's spelling is kept as it is (16k tasks: no message built per task)
+    roles = tuple(r if type(r) is str and r in ROLES else normalise_role(r, f"{name}[{i}]")
+                  for i, r in enumerate(list_of_tasks))
     if len(roles) != ntasks:
         raise PlanError(
             f"{name} has {len(roles)} roles: expected one per task of the step ({ntasks} tasks)"
