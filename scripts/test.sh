@@ -50,6 +50,8 @@ old_tf_long=(
   "tests/runtime/test_sync_tf1_end.py::test_sync_chief_ends_with_its_training[ps-sleeps"  # 14
   tests/faces/test_example_mnist.py  # the MNIST example end to end (its TF1 calls: test_runtime_tf1)
   tests/faces/test_tf4slurm_runs.py  # the original tf4slurm examples end to end (the same calls)
+  tests/runtime/test_resolver_scripts.py::test_a_contradiction_ends_the_step_with_one_fix_line  # 3 x 8: no training
+  tests/runtime/test_resolver_scripts.py::test_gpu_layouts_from_recorded_variables_without_gpus  # 3 x 6: the same patch
 )
 # each part's seconds, printed at the end (where the 25-minute budget goes)
 SECONDS=0
