@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
+from tf_for_slurm.cli import training_view
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings
@@ -56,7 +57,7 @@ def slurm_view(info: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
     """The parts of `scontrol show job` that status shows."""
     if info is None:
         return None
-    keys = ("JobState", "Reason", "NodeList", "RunTime", "TimeLimit", "Restarts", "WorkDir")
+    keys = ("JobState", "Reason", "NodeList", "RunTime", "TimeLimit", "EndTime", "Restarts", "WorkDir")
     return {k: info[k] for k in keys if k in info}
 
 
@@ -182,13 +183,17 @@ def render(view: Mapping[str, Any], now: float) -> str:
         lines.append(f"first failure: {text}")
     if step.get("lost"):
         lines.append(f"lost nodes: {went_on_without(step)}")
+    training = training_view.training_line(step, slurm, batch, now)
+    if training:
+        lines.append(training)
     rows = []
     for t in step["tasks"]:
         status = t.get("status")
         heard = _ago(now, t.get("last_heard")) if t["state"] in ("running", "starting", "restarting") else "-"
         rows.append({**t, "status": "-" if status is None else status, "heard": heard,
                      "chief": t["rank"] == step.get("chief")})
-    lines.append(render_table(rows, COLUMNS, mark="chief"))
+    extra = training_view.table_rows(step, rows, now)
+    lines.append(render_table(rows, COLUMNS + extra, mark="chief"))
     lines.append("# * the chief")
     return "\n".join(lines)
 

@@ -46,12 +46,14 @@ def _status_of(watch: StepWatch, rank: int) -> Optional[int]:
 
 
 def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: str, step: str,
-             mono: float, wall: float, over: bool = False, detail: Optional[str] = None) -> Dict[str, Any]:
+             mono: float, wall: float, over: bool = False, detail: Optional[str] = None,
+             progress: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The step as a JSON-ready dict (`tasks`: anything with rank, role, index, node).
 
     mono/wall: the same instant on the hub's monotonic clock and on the wall clock; over: the hub
     is exiting (every task's state is final); detail: the first failing task's own words, from its
-    log (plan.failure_words.why_from_log), when known."""
+    log (plan.failure_words.why_from_log), when known; progress: each reporting task's training
+    progress by rank (as text), from its reports (plan.train_progress.Track.to_json)."""
     def at(t: Optional[float]) -> Optional[float]:
         return None if t is None else round(wall - (mono - t), 3)
 
@@ -87,7 +89,7 @@ def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: s
         "first_exit": None if first is None else {**who(first[0]), "status": first[1], "at": at(first[2])},
         "lost": [{**who(rank), "reason": f"{place(who(rank))} {why}", "at": at(when)}
                  for rank, (why, when) in sorted(watch.lost.items(), key=lambda item: item[1][1])],
-        "counts": counts, "columns": list(COLUMNS), "tasks": rows,
+        "counts": counts, "columns": list(COLUMNS), "tasks": rows, "progress": dict(progress or {}),
     }
 
 

@@ -100,6 +100,20 @@ def parse_report(text: str) -> Optional[Report]:
                   target=target, kind=kind, eval=bool(evaluating))
 
 
+def report_line(report: Report) -> str:
+    """The report as one compact JSON line (at most about 160 ASCII characters): how a spoke passes
+    it to the hub, which reads it back with parse_report."""
+    d: Dict[str, Any] = {"v": 1, "step": report.step, "t": round(report.t, 3), "kind": report.kind}
+    if report.loss is not None:
+        d["loss"] = float(f"{report.loss:.6g}")
+    for key in ("epoch", "target"):
+        if getattr(report, key) is not None:
+            d[key] = getattr(report, key)
+    if report.eval:
+        d["eval"] = True
+    return json.dumps(d, separators=(",", ":"))
+
+
 def _median(values: List[float]) -> Optional[float]:
     if not values:
         return None

@@ -25,6 +25,7 @@ from tf_for_slurm.plan.step_watch import Action, Regroup, Restart, StepWatch
 from tf_for_slurm.plan.strategy import StepRoles
 from tf_for_slurm.supervise.child_process import LOGGER, SUMMARY_LOGGER, ForwardSignals, Wake
 from tf_for_slurm.supervise.handshake import MAX_PENDING, Gate
+from tf_for_slurm.supervise.progress_board import ProgressBoard
 from tf_for_slurm.supervise.status_file import StatusFile
 from tf_for_slurm.supervise.task_command import NOT_RUN, TaskCommand
 from tf_for_slurm.supervise.wire import Conn, Timing, heartbeat_interval, listen, note_failure, parse_status
@@ -76,6 +77,7 @@ class Hub:
         self.watch: Optional[StepWatch] = None
         self.heartbeat = heartbeat_interval(plan.size, timing)
         self.status = StatusFile(status_file) if status_file else None
+        self.board = ProgressBoard()  # the tasks' training progress (their reports), for the status file
         # the chief's own restarts: its command starts again at restart_at; regroup: the delay once
         # the command, ended for its group's restart, has exited
         self.restart_at: Optional[float] = None
@@ -141,8 +143,11 @@ class Hub:
                 self.gate.expire(sel, server, now, lambda c: self._drop(c, sel))
                 next_tick = now + 0.5
             self._log(watch)
-            self._write_status(watch, now)
             self.command.tick(now)
+            report = self.command.take_report()
+            if report is not None:
+                self.board.add(self.rank, report, time.time())
+            self._write_status(watch, now)
             if watch.finished(now) and not self.command.running:
                 return
 
@@ -206,12 +211,14 @@ class Hub:
         return job_folder.failure_detail(folder, failure.rank)
 
     def _snapshot(self, watch: StepWatch, over: bool = False, detail: Optional[str] = None) -> Dict[str, Any]:
+        wall = time.time()
         return snapshot(self.plan.tasks, watch, self.roles, job=self.plan.job_id, step=self.plan.step_id,
-                        mono=time.monotonic(), wall=time.time(), over=over, detail=detail)
+                        mono=time.monotonic(), wall=wall, over=over, detail=detail, progress=self.board.to_json(wall))
 
     def _write_status(self, watch: StepWatch, now: float, final: Optional[Dict[str, Any]] = None) -> None:
         if self.status is not None:
-            self.status.update(now, watch.changes, lambda: final or self._snapshot(watch), force=final is not None)
+            self.status.update(now, watch.changes + self.board.changes, lambda: final or self._snapshot(watch),
+                               force=final is not None)
 
     def _next_wakeup(self, now: float, next_tick: float, resume: Optional[float]) -> float:
         """When the loop must look again, whatever the tasks say: the watch's tick, a kill grace's
@@ -294,6 +301,8 @@ class Hub:
                 continue
             if parts == ["started"]:
                 watch.started(conn.rank, now)
+                continue
+            if len(parts) == 2 and parts[0] == "progress" and self.board.hear(conn.rank, parts[1], time.time()):
                 continue
             status = parse_status(parts[1]) if len(parts) == 2 and parts[0] in ("exit", "bye") else None
             if status is None:  # our own spokes send nothing else: a bug, not a message

@@ -1,9 +1,11 @@
 """Carries out plan.progress for one task's command: looks at its process state and progress file.
 
 Why here: the rule is pure (plan/progress.py); this is the part that reads /proc and stats a file,
-twice a second at most, from the supervisor's loop (hub or spoke).  Off (does nothing) without a
-deadline.  The file lives in the task's private folder (exec's `_private_dir`); still, no symlink is
-followed and only a regular file of ours counts: a file another user made must not fake progress.
+twice a second at most, from the supervisor's loop (hub or spoke).  The hang rule is off without a
+deadline; the file's report (plan.train_progress: what the shim or the script wrote there) is read
+whenever the command has a progress file, for the hub's view of the training.  The file lives in
+the task's private folder (exec's `_private_dir`); still, no symlink is followed and only a regular
+file of ours counts: a file another user made must not fake progress.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import stat
 from typing import Optional
 
 from tf_for_slurm.plan.progress import hung
+from tf_for_slurm.plan.train_progress import MAX_REPORT_BYTES, Report, parse_report
 from tf_for_slurm.supervise.child_process import LOGGER, Child
 
 log = logging.getLogger(LOGGER)
@@ -48,10 +51,17 @@ class ProgressWatch:
         self._stopped_since: Optional[float] = None
         self._next_look = 0.0
         self._fired = False
+        self.report: Optional[Report] = None  # the command's newest report, until taken
 
     @property
     def on(self) -> bool:
+        """The hang rule applies (a deadline)."""
         return self.deadline > 0
+
+    @property
+    def watching(self) -> bool:
+        """The command has a progress file to look at (for its reports, with or without a deadline)."""
+        return self.path is not None
 
     @property
     def next_look(self) -> float:
@@ -60,7 +70,7 @@ class ProgressWatch:
 
     def started(self, now: float) -> None:
         """The command (re)started: its clock starts again; the file exists, untouched by it."""
-        if not self.on or self.path is None:
+        if self.path is None:
             return
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
@@ -79,11 +89,11 @@ class ProgressWatch:
         self._started, self._reported, self._stopped_since, self._fired = now, None, None, False
 
     def check(self, child: Optional[Child], now: float) -> Optional[str]:
-        """Why the running command is hung (once per start), else None."""
-        if not self.on or child is None or child.status is not None or self._fired or now < self._next_look:
+        """Why the running command is hung (once per start), else None; a new report in `report`."""
+        if not self.watching or child is None or child.status is not None or self._fired or now < self._next_look:
             return None
         self._next_look = now + LOOK_EVERY
-        if process_state(child.proc.pid) == "T":
+        if self.on and process_state(child.proc.pid) == "T":
             self._stopped_since = self._stopped_since if self._stopped_since is not None else now
         else:
             self._stopped_since = None
@@ -96,13 +106,51 @@ class ProgressWatch:
                 mtime = self._seen
             if mtime != self._seen:
                 self._seen, self._reported = mtime, now
+                self.report = self._read() or self.report
+        if not self.on:
+            return None
         why = hung(now, self.deadline, started=self._started, reported=self._reported,
                    stopped_since=self._stopped_since)
         self._fired = why is not None
         return why
 
+    def _read(self) -> Optional[Report]:
+        """The file's report (one JSON line), None when it holds none: `report_progress()` only
+        touches it.  No symlink followed, only a regular file of ours, at most MAX_REPORT_BYTES."""
+        assert self.path is not None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            if not _ours(os.fstat(fd)):
+                return None
+            data = os.read(fd, MAX_REPORT_BYTES + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return parse_report(data.decode("utf-8", "replace")) if data else None
+
+    def last_look(self) -> None:
+        """The command ended: read what it wrote last, however soon after the previous look."""
+        if self.path is None:
+            return
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return
+        if _ours(st) and st.st_mtime_ns != self._seen:
+            self._seen = st.st_mtime_ns
+            self.report = self._read() or self.report
+
+    def take(self) -> Optional[Report]:
+        """The newest report once (None when there is no new one)."""
+        report, self.report = self.report, None
+        return report
+
     def close(self) -> None:
-        if self.on and self.path is not None:
+        if self.path is not None:
             try:
                 os.unlink(self.path)
             except OSError:

@@ -24,12 +24,14 @@ from tf_for_slurm.host import settings
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
 from tf_for_slurm.plan.restart_policy import RestartPolicy, could_restart
 from tf_for_slurm.plan.spoke_watch import END_COMMAND, START_AGAIN, Action, Finish, Link, NoteFailure, Send, SpokeWatch
+from tf_for_slurm.plan.train_progress import Report, report_line
 from tf_for_slurm.supervise.child_process import LOGGER, ForwardSignals, Wake
 from tf_for_slurm.supervise.handshake import HELLO_DEADLINE, answer_challenge, hello_line, new_nonce
 from tf_for_slurm.supervise.task_command import TaskCommand
 from tf_for_slurm.supervise.wire import Conn, Timing, keepalive, note_failure, parse_delay, parse_status
 
 log = logging.getLogger(LOGGER)
+REPORT_EVERY = 1.0  # seconds between two progress lines to the hub (its load: one line a second a task)
 
 
 
@@ -72,6 +74,8 @@ class Spoke:
         self.signals_seen = 0  # signals received before the command last started (a later stop: no restart)
         self.sigs: Optional[ForwardSignals] = None  # the signals this supervisor received (set in run)
         self.command: Optional[TaskCommand] = None  # this task's command (set in run)
+        self.pending_report: Optional[Report] = None  # its newest progress report, not yet sent
+        self.next_report = 0.0  # when the next may go
 
     def run(self) -> int:
         """Run the command until it ends; the status this task ends with, once the hub knows it."""
@@ -103,6 +107,7 @@ class Spoke:
         next_hb = float("inf")
         while True:
             now = time.monotonic()
+            self._pass_progress(now)  # before the turn: a command's last report goes before its exit
             result = self._turn(sel, sigs, now)
             if result is not None:
                 return result
@@ -158,10 +163,24 @@ class Spoke:
             self._give_up(sel)
         return result
 
+    def _pass_progress(self, now: float) -> None:
+        """The command's newest progress report to the hub, at most one a REPORT_EVERY (a lost
+        line is harmless: the next one says more)."""
+        assert self.command is not None
+        report = self.command.take_report()
+        if report is not None:
+            self.pending_report = report
+        due = now >= self.next_report or self.command.status is not None  # its last report: at once
+        if self.pending_report is not None and self.joined and self.conn is not None and due:
+            self.conn.send("progress " + report_line(self.pending_report))
+            self.pending_report, self.next_report = None, now + REPORT_EVERY
+
     def _wakeups(self, now: float, next_hb: Optional[float]) -> List[float]:
         """When the loop must look again, whatever the hub says."""
         watch = self.watch
         times = [now + 1.0]
+        if self.pending_report is not None:
+            times.append(max(now, self.next_report))
         if next_hb is not None:
             times.append(next_hb)
         if watch.restart_at is not None:

@@ -14,6 +14,7 @@ import signal
 from typing import List, Mapping, Optional, Sequence
 
 from tf_for_slurm.host import settings
+from tf_for_slurm.plan.train_progress import Report
 from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
 from tf_for_slurm.supervise.progress_watch import ProgressWatch
 
@@ -33,12 +34,14 @@ class TaskCommand:
         self.progress = ProgressWatch(progress_deadline, env.get(settings.PROGRESS_FILE))
         self.child: Optional[Child] = None
         self.starts = 0  # how often the command was started (the first start included)
+        self._last_looked = False  # its progress file read once more after it ended
 
     def start(self, now: float) -> bool:
         """Start the command (again: once the last one's leftovers are gone); False if it cannot run."""
         if self.child is not None:
             self.child.reap_group()
         self.progress.started(now)  # before the command: a report it makes at once counts
+        self._last_looked = False
         self.child = start_command(self.argv, self.env, self.wake)
         self.sigs.child = self.child
         self.starts += 1
@@ -80,9 +83,17 @@ class TaskCommand:
         out: List[float] = []
         if self.child is not None and self.child.kill_at is not None:
             out.append(self.child.kill_at)
-        if self.progress.on and self.running:
+        if self.progress.watching and self.running:
             out.append(self.progress.next_look)
         return out
+
+    def take_report(self) -> Optional[Report]:
+        """The command's newest progress report (plan.train_progress), once; None when none is new.
+        Once the command ended, its last words too (read at once, not at the next look)."""
+        if self.status is not None and not self._last_looked:
+            self._last_looked = True
+            self.progress.last_look()
+        return self.progress.take()
 
     def close(self) -> None:
         """Reap what the command left; stop watching its progress."""

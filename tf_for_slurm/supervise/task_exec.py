@@ -134,8 +134,8 @@ def _private_dir(base: str, tag: str) -> str:
 def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str], *,
                       device_filters: bool = True, has_tf_keras: Optional[bool] = None,
                       progress: bool = False) -> ChildEnv:
-    """Everything the command gets on top of `env` (with `progress`: the file it may touch to report
-    progress, under a progress deadline)."""
+    """Everything the command gets on top of `env` (with `progress`: the file where it reports its
+    progress, the shim's reports or `report_progress()`, which its supervisor reads)."""
     me = plan.me
     tenv = task_env(plan)
     variables = dict(tenv.variables)
@@ -213,7 +213,7 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
     log.info("%s", roles.rule)
     ensure_bindable(me.port, f"task {me.role}:{me.index} (rank {me.rank}, {me.address}): its TensorFlow server")
     child = child_environment(plan, roles, env, device_filters=device_filters,
-                              progress=timing.progress_deadline > 0 and plan.size > 1 and supervise)
+                              progress=plan.size > 1 and supervise)
     child_env = {**env, **child.variables}
     child_env.pop(settings.SECRET, None)  # the supervisors' only: the command has no use for it
     report = env.get(LAUNCH_REPORT) or None

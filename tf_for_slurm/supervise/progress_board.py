@@ -1,0 +1,56 @@
+"""The hub's view of the training: each task's progress reports, bounded, as the status file shows them.
+
+Why a module of its own: the reports come from the spokes' `progress <json>` lines and from the
+hub's own command; the rules over them are pure (plan.train_progress); this keeps the tracks, drops
+what a task sends faster than its spoke may (one line a second, spoke.REPORT_EVERY: a flood from a
+task that proved the step's key still costs the hub at most a parse a half-second), and gives the
+status file its `progress` part.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+from tf_for_slurm.plan.train_progress import Report, Track, parse_report
+
+MIN_GAP = 0.5  # seconds between two reports of one task that the hub reads (its spoke sends one a second)
+HISTORY_UP_TO = 256  # tasks: a larger step's status file keeps no step history (its size)
+
+
+class ProgressBoard:
+    """Per task (rank), its progress Track; `changes` counts what the status file has not shown."""
+
+    def __init__(self) -> None:
+        self.tracks: Dict[int, Track] = {}
+        self._read_at: Dict[int, float] = {}
+        self.changes = 0
+
+    def add(self, rank: int, report: Report, now: float) -> None:
+        """A report of task `rank` (now: the hub's wall clock)."""
+        self.tracks.setdefault(rank, Track()).add(report, now)
+        self.changes += 1
+
+    def hear(self, rank: int, text: str, now: float) -> bool:
+        """A `progress` line's JSON from task `rank`; False when it is not a report (a protocol error)."""
+        if now - self._read_at.get(rank, -MIN_GAP) < MIN_GAP:
+            return True  # too soon: dropped unread
+        report = parse_report(text)
+        if report is None:
+            return False
+        self._read_at[rank] = now
+        self.add(rank, report, now)
+        return True
+
+    def to_json(self, now: float) -> Dict[str, Any]:
+        """{rank as text: the task's progress} for the status file (`progress`)."""
+        with_history = len(self.tracks) <= HISTORY_UP_TO
+        return {str(rank): track.to_json(now, with_history=with_history) for rank, track in sorted(self.tracks.items())}
+
+    def restore(self, saved: Optional[Mapping[str, Any]]) -> None:
+        """Tracks from an earlier status file's `progress` (a relaunched or requeued step goes on
+        drawing the same lines); anything malformed is skipped."""
+        if not isinstance(saved, Mapping):
+            return
+        for key, value in list(saved.items())[:100_000]:
+            if isinstance(key, str) and key.isdigit() and len(key) < 10:
+                self.tracks[int(key)] = Track.from_json(value)
