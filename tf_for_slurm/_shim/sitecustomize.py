@@ -17,6 +17,9 @@
 - TF_SLURM_JOB_TYPE: TensorFlow's SlurmClusterResolver (and subclasses) answer with the step's plan:
   its addresses and ports, this task's role, the GPUs exec gave it; a script whose jobs= or
   tasks_per_node= contradict the plan ends with one fix line (tf_slurm_resolver).
+- TF_SLURM_PROGRESS_FILE (a progress deadline), unless TF_SLURM_PROGRESS_CAPTURE is `0`: an unmodified
+  script's progress (Keras fit batches, optimizer steps, the TF1 global step) is written there, so a
+  hang is noticed without `tf_for_slurm.report_progress()` (tf_slurm_progress).
 - Always: MultiWorkerMirroredStrategy's peer health check waits without holding the GIL, so a slow
   peer no longer stops the task's Python (its training loop, its signal handlers) for up to 10 s
   (tf_slurm_peer_health).
@@ -77,6 +80,12 @@ if _role:
     from tf_slurm_resolver import install as _install_resolver  # this shim's own directory
 
     _install_resolver()
+
+_progress = _os.environ.get("TF_SLURM_PROGRESS_FILE", "")
+if _progress and _os.environ.get("TF_SLURM_PROGRESS_CAPTURE", "").strip().lower() not in ("0", "false", "no", "off"):
+    from tf_slurm_progress import install as _install_progress  # this shim's own directory
+
+    _install_progress(_progress)
 
 from tf_slurm_peer_health import install as _install_peer_health  # this shim's own directory
 

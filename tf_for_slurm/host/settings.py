@@ -100,6 +100,8 @@ PROGRESS_DEADLINE = _setting("TF_SLURM_PROGRESS_DEADLINE", "seconds", "0", "a co
                              "long, or silent this long after it once reported progress "
                              "(`tf_for_slurm.report_progress()`), is hung: killed, then restarted or failed "
                              "(`0`: off)")
+PROGRESS_CAPTURE = _setting("TF_SLURM_PROGRESS_CAPTURE", "flag", "1", "`0`: the shim does not report an unmodified "
+                            "script's training progress (Keras fit batches, optimizer steps, TF1 global step)")
 # -- batch-step ----------------------------------------------------------------------------------
 MAX_REQUEUES = _setting("TF_SLURM_MAX_REQUEUES", "int", "10", "batch-step: requeues allowed")
 MAX_RELAUNCHES = _setting("TF_SLURM_MAX_RELAUNCHES", "int", "2", "batch-step: times a step that lost a node is "
