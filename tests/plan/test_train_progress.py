@@ -172,15 +172,16 @@ STEADY = [(t, t * 10) for t in range(0, 11)]  # 0.1 s a step until t=10
     ({0: STEADY, 1: STEADY}, 70, 60, 10, (0, 1), 60),  # 60 s silent: the floor
     ({0: STEADY, 1: STEADY, 2: []}, 100, 60, 10, (0, 1), 60),  # the task that never reported is left out
     ({0: STEADY[:3], 1: STEADY}, 70, 60, 10, (0, 1), 60),  # all silent, one longer: both named
-    ({0: STEADY[:3], 1: STEADY + [(60, 200)]}, 100, 60, 10, None, None),  # one silent, one trains
-    ({0: STEADY, 1: STEADY + [(50, 100, "eval")]}, 100, 60, 10, None, None),  # evaluating
+    ({0: STEADY[:3], 1: STEADY + [(60, 200)]}, 100, 60, 10, (0,), 60),  # one silent, one trains: that one
+    ({0: STEADY, 1: STEADY + [(50, 100, "eval")]}, 100, 60, 10, (0,), 60),  # 1 evaluating: not hung
     ({0: STEADY, 1: STEADY + [(50, 100, "eval")]}, 110, 60, 10, (0, 1), 60),  # evaluating too long
     ({0: STEADY, 1: STEADY}, 1000, 0, 10, None, None),  # floor 0: off
     ({0: STEADY, 1: STEADY}, 1000, -1, 10, None, None),
     ({0: [(0, 0), (20, 1), (40, 2)], 1: [(0, 0), (20, 1), (40, 2)]}, 239, 60, 10, None, None),  # 20 s steps
     ({0: [(0, 0), (20, 1), (40, 2)], 1: [(0, 0), (20, 1), (40, 2)]}, 240, 60, 10, (0, 1), 200),
     ({0: [(0, 0), (20, 1), (40, 2)], 1: [(0, 0), (1, 10), (2, 20)]}, 240, 60, 10, (0, 1), 100.5),  # of 20 and 0.1
-    ({0: [(0, 0), (10, 1)], 1: [(0, 5)], 2: [(0, 0), (30, 1)]}, 209, 60, 10, None, None),  # median of 10, 30
+    ({0: [(0, 0), (10, 1)], 1: [(0, 5)], 2: [(0, 0), (30, 1)]}, 199, 60, 10, None, None),  # median of 10, 30
+    ({0: [(0, 0), (10, 1)], 1: [(0, 5)], 2: [(0, 0), (30, 1)]}, 209, 60, 10, (1,), 200),
     ({0: [(0, 0), (10, 1)], 1: [(0, 5)], 2: [(0, 0), (30, 1)]}, 230, 60, 10, (0, 1, 2), 200),
     ({0: [(5, 1)]}, 65, 60, 10, (0,), 60),  # no step time known: the floor alone
 ])
@@ -198,12 +199,12 @@ def test_hang_line():
                 148)
     assert hang is not None
     assert hang.line({0: "worker 0", 1: "worker 1"}) == (
-        "no training step anywhere for 74 s (bound: max(10 x 0.4 s median step, 60 s) = 60 s): "
+        "no training step for 74 s (bound: max(10 x 0.4 s median step, 60 s) = 60 s): "
         "worker 1 at step 812, worker 0 at step 815")
     assert hang.line().endswith("rank 1 at step 812, rank 0 at step 815")
     alone = hung(tracks_of({3: [(0, 7)]}), 100)
     assert alone is not None and alone.line() == (
-        "no training step anywhere for 100 s (bound: 60 s, no step time known): rank 3 at step 7")
+        "no training step for 100 s (bound: 60 s, no step time known): rank 3 at step 7")
 
 
 @pytest.mark.parametrize("tasks,name_length,base,shown", [
@@ -271,3 +272,15 @@ def test_against_limit(eta_at, end_time, now, run_seconds, want):
     if want.runs_needed and not want.finishes:
         assert want.runs_needed >= 2 and want.runs_needed == 1 + math.ceil(
             (eta_at - max(end_time, now)) / run_seconds)
+
+
+@pytest.mark.parametrize("running,since,now,ranks", [
+    (None, None, 70, (0, 1)),
+    ([1], None, 70, (1,)),  # task 0 ended: not hung
+    ([], None, 1000, None),
+    (None, {0: 50.0}, 70, (1,)),  # task 0 restarted at 50: its start-up is not a hang yet
+    (None, {0: 50.0}, 110, (0, 1)),
+])
+def test_hung_only_judges_running_tasks_from_their_restart(running, since, now, ranks):
+    hang = hung(tracks_of({0: STEADY, 1: STEADY}), now, running=running, since=since)
+    assert (hang.ranks if hang else None) == ranks

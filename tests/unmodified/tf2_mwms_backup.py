@@ -4,14 +4,17 @@ the same script; after a failure the whole group starts again with the same TF_C
 resumes at the epoch the backup holds.  Plain `tf.keras`, nothing from tf_for_slurm.
 
     python tf2_mwms_backup.py --backup-dir DIR [--epochs E] [--steps-per-epoch S] [--pace SECONDS]
+                              [--hang-once FILE]
 
 --pace sleeps that long after each batch (a test's pacing: training lasts at least
-epochs * steps * pace seconds on any machine).
+epochs * steps * pace seconds on any machine).  --hang-once stands for a hang (a collective that
+never completes): worker 1 blocks forever at epoch 1, batch 3, the first time (it creates FILE).
 """
 
 import argparse
 import json
 import os
+import threading
 import time
 
 import tensorflow as tf
@@ -21,6 +24,7 @@ parser.add_argument("--backup-dir", required=True)
 parser.add_argument("--epochs", type=int, default=6)
 parser.add_argument("--steps-per-epoch", type=int, default=10)
 parser.add_argument("--pace", type=float, default=0.0)
+parser.add_argument("--hang-once", default=None)
 args = parser.parse_args()
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -36,11 +40,25 @@ with strategy.scope():
                                  tf.keras.layers.Dense(1)])
     model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
 
+at = {"epoch": 0}
+
+
+def epoch_begins(epoch, logs):
+    at["epoch"] = epoch
+    print(f"{me} epoch {epoch} at {time.time():.3f}", flush=True)
+
+
+def batch_ends(batch, logs):
+    time.sleep(args.pace)
+    if args.hang_once and me == "worker 1" and (at["epoch"], batch) == (1, 3) and not os.path.exists(args.hang_once):
+        open(args.hang_once, "w").close()
+        print(f"{me} hangs at epoch 1 batch 3", flush=True)
+        threading.Event().wait()  # forever
+
+
 callbacks = [
     tf.keras.callbacks.BackupAndRestore(backup_dir=args.backup_dir),
-    tf.keras.callbacks.LambdaCallback(
-        on_epoch_begin=lambda epoch, logs: print(f"{me} epoch {epoch} at {time.time():.3f}", flush=True),
-        on_train_batch_end=lambda batch, logs: time.sleep(args.pace)),
+    tf.keras.callbacks.LambdaCallback(on_epoch_begin=epoch_begins, on_train_batch_end=batch_ends),
 ]
 print(f"{me} training", flush=True)
 history = model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, verbose=0, callbacks=callbacks)

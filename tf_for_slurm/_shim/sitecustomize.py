@@ -20,6 +20,8 @@
 - TF_SLURM_PROGRESS_FILE (a progress deadline), unless TF_SLURM_PROGRESS_CAPTURE is `0`: an unmodified
   script's progress (Keras fit batches, optimizer steps, the TF1 global step) is written there, so a
   hang is noticed without `tf_for_slurm.report_progress()` (tf_slurm_progress).
+- TF_SLURM_SUPERVISED (any command under exec): SIGQUIT writes every thread's Python stack to stderr
+  (faulthandler), which is how a task exec's hub found hung leaves its stacks in its log.
 - Always: MultiWorkerMirroredStrategy's peer health check waits without holding the GIL, so a slow
   peer no longer stops the task's Python (its training loop, its signal handlers) for up to 10 s
   (tf_slurm_peer_health).
@@ -86,6 +88,15 @@ if _progress and _os.environ.get("TF_SLURM_PROGRESS_CAPTURE", "").strip().lower(
     from tf_slurm_progress import install as _install_progress  # this shim's own directory
 
     _install_progress(_progress)
+
+if _os.environ.get("TF_SLURM_SUPERVISED"):  # exec's hang rule: SIGQUIT writes the Python stacks, then SIGKILL
+    try:
+        import faulthandler as _faulthandler
+        import signal as _signal
+
+        _faulthandler.register(_signal.SIGQUIT, all_threads=True, chain=False)
+    except (AttributeError, ValueError, RuntimeError, OSError):  # no SIGQUIT here, or stderr closed
+        pass
 
 from tf_slurm_peer_health import install as _install_peer_health  # this shim's own directory
 

@@ -100,6 +100,12 @@ PROGRESS_DEADLINE = _setting("TF_SLURM_PROGRESS_DEADLINE", "seconds", "0", "a co
                              "long, or silent this long after it once reported progress "
                              "(`tf_for_slurm.report_progress()`), is hung: killed, then restarted or failed "
                              "(`0`: off)")
+HANG_AFTER = _setting("TF_SLURM_HANG_AFTER", "seconds", "60", "a task that reported training progress (the "
+                      "shim's, or `report_progress(step=...)`) and made none for max(TF_SLURM_HANG_FACTOR x its "
+                      "median step time, this) is hung: its stacks to its log, then ended and restarted by the "
+                      "restart policy (`0`: off)")
+HANG_FACTOR = _setting("TF_SLURM_HANG_FACTOR", "seconds", "10", "the hang bound in median step times (see "
+                       "TF_SLURM_HANG_AFTER)")
 PROGRESS_CAPTURE = _setting("TF_SLURM_PROGRESS_CAPTURE", "flag", "1", "`0`: the shim does not report an unmodified "
                             "script's training progress (Keras fit batches, optimizer steps, TF1 global step)")
 # -- batch-step ----------------------------------------------------------------------------------

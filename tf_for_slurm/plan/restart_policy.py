@@ -31,7 +31,7 @@ most MAX_BACKOFF (1, 2, 4, 8, 16, 30, 30 ... with the default backoff of 1 s).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 RETRY_ON = ("signal", "any")
 MAX_BACKOFF = 30.0  # seconds: the longest wait before a restart
@@ -139,3 +139,11 @@ def decide(policy: RestartPolicy, *, name: str, strategy: str, role: str, is_chi
                               f"{_why_status(status)} ({why}); {budget}", attempt, delay, group=True)
     return Decision(True, f"restarting {name} in place in {delay:g} s: exited with {_why_status(status)}; {budget}",
                     attempt, delay)
+
+
+def hang_victims(strategy: str, hung: Sequence[Tuple[int, str, bool]]) -> List[int]:
+    """Which hung tasks (rank, role, is_chief) are ended (plan.train_progress.hung names them): when
+    one's failure restarts its group, that one alone (the group's restart ends and starts the others;
+    ending them too would count each as a failure of its own); else each hung task, restarted alone."""
+    group = [rank for rank, role, chief in hung if restart_scope(strategy, role, chief)[0] == GROUP]
+    return group[:1] if group else [rank for rank, _, _ in hung]

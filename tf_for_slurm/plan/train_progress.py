@@ -16,7 +16,7 @@ import json
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
 
 MAX_REPORT_BYTES = 512  # a report is one short line; anything longer is not ours
 MAX_STEP = 2 ** 53  # steps are exact in a JSON reader's float
@@ -277,9 +277,9 @@ def _secs(x: float) -> str:
 
 @dataclass(frozen=True)
 class Hang:
-    """The whole step made no training progress for `bound` seconds (it has been `silent_for`)."""
+    """Tasks that made no training progress for `bound` seconds (the least quiet of them: `silent_for`)."""
 
-    ranks: Tuple[int, ...]  # every task that reported, none progressed within the bound; sorted
+    ranks: Tuple[int, ...]  # the hung tasks, sorted
     last_step: Mapping[int, Optional[int]]  # rank -> its last step
     silent_for: float
     bound: float
@@ -289,14 +289,14 @@ class Hang:
 
     def line(self, names: Optional[Mapping[int, str]] = None) -> str:
         """One line, under MAX_LINE characters, the tasks furthest behind first: 'no training step
-        anywhere for 74 s (bound: max(10 x 0.4 s median step, 60 s) = 60 s): worker 1 at step 812, ...'."""
+        for 74 s (bound: max(10 x 0.4 s median step, 60 s) = 60 s): worker 1 at step 812, ...'."""
         names = names or {}
         if self.median_step is None:
             why = f"bound: {_secs(self.bound)} s, no step time known"
         else:
             why = (f"bound: max({self.factor:g} x {_secs(self.median_step)} s median step, {_secs(self.floor)} s)"
                    f" = {_secs(self.bound)} s")
-        line = f"no training step anywhere for {_secs(self.silent_for)} s ({why}):"
+        line = f"no training step for {_secs(self.silent_for)} s ({why}):"
         order = sorted(self.ranks, key=lambda r: (self.last_step.get(r) or 0, r))
         shown = 0
         for rank in order[:MAX_NAMED]:
@@ -310,23 +310,30 @@ class Hang:
         return line
 
 
-def hung(tracks: Mapping[int, Track], now: float, *, floor: float = 60.0, factor: float = 10.0) -> Optional[Hang]:
-    """The step is hung when no task progressed (a step, or an evaluation report) for
-    max(factor x median step time, floor) seconds, once any task progressed.  Step-wide on
-    purpose: one quiet task in an asynchronous step is `slow`'s, or plan.progress's.  The median
-    is over the tasks that know theirs (the floor alone when none); floor <= 0: off."""
+def hung(tracks: Mapping[int, Track], now: float, *, floor: float = 60.0, factor: float = 10.0,
+         running: Optional[Iterable[int]] = None, since: Optional[Mapping[int, float]] = None) -> Optional[Hang]:
+    """The tasks that are hung: each made progress once (a step, or an evaluation report) and none
+    since for max(factor x median step time, floor) seconds.  In synchronous training (MWMS) every
+    task stops at once; in asynchronous training (TF1, PSS) one worker may, while the others go on.
+    The median is over the tasks that know theirs (the floor alone when none); floor <= 0: off.
+    running: only these ranks are judged (a task that ended is not hung); since: per rank, a time
+    that counts as progress (its restart: its start-up is not a hang)."""
     if floor <= 0:
         return None
-    seen = {rank: t for rank, t in tracks.items() if t.last_progress_at is not None}
+    alive = None if running is None else set(running)
+    seen = {rank: t for rank, t in tracks.items()
+            if t.last_progress_at is not None and (alive is None or rank in alive)}
     if not seen:
         return None  # not started: the start-up is not a hang
     median = _median([m for m in (t.median_step_seconds() for t in seen.values()) if m is not None])
     bound = floor if median is None else max(factor * median, floor)
-    silent_for = now - max(t.last_progress_at or 0.0 for t in seen.values())
-    if silent_for < bound:
+    since = since or {}
+    quiet = {rank: now - max(t.last_progress_at or 0.0, since.get(rank, 0.0)) for rank, t in seen.items()}
+    stuck = {rank: q for rank, q in quiet.items() if q >= bound}
+    if not stuck:
         return None
-    ranks = tuple(sorted(seen))
-    return Hang(ranks=ranks, last_step={r: seen[r].step for r in ranks}, silent_for=silent_for,
+    ranks = tuple(sorted(stuck))
+    return Hang(ranks=ranks, last_step={r: seen[r].step for r in ranks}, silent_for=min(stuck.values()),
                 bound=bound, median_step=median, floor=floor, factor=factor)
 
 

@@ -25,6 +25,7 @@ from tf_for_slurm.plan.step_watch import Action, Regroup, Restart, StepWatch
 from tf_for_slurm.plan.strategy import StepRoles
 from tf_for_slurm.supervise.child_process import LOGGER, SUMMARY_LOGGER, ForwardSignals, Wake
 from tf_for_slurm.supervise.handshake import MAX_PENDING, Gate
+from tf_for_slurm.supervise.hang_watch import HangWatch
 from tf_for_slurm.supervise.progress_board import ProgressBoard
 from tf_for_slurm.supervise.status_file import StatusFile
 from tf_for_slurm.supervise.task_command import NOT_RUN, TaskCommand
@@ -78,6 +79,8 @@ class Hub:
         self.heartbeat = heartbeat_interval(plan.size, timing)
         self.status = StatusFile(status_file) if status_file else None
         self.board = ProgressBoard()  # the tasks' training progress (their reports), for the status file
+        self.hangs = HangWatch(timing.hang_after, timing.hang_factor, plan.tasks, roles.strategy, roles.chief_rank,
+                               self.names)
         # the chief's own restarts: its command starts again at restart_at; regroup: the delay once
         # the command, ended for its group's restart, has exited
         self.restart_at: Optional[float] = None
@@ -144,9 +147,9 @@ class Hub:
                 next_tick = now + 0.5
             self._log(watch)
             self.command.tick(now)
-            report = self.command.take_report()
-            if report is not None:
-                self.board.add(self.rank, report, time.time())
+            self.board.add(self.rank, self.command.take_report(), time.time())
+            for rank in self.hangs.look(self.board.tracks, watch, time.time(), now):
+                self._end_hung(rank, now)
             self._write_status(watch, now)
             if watch.finished(now) and not self.command.running:
                 return
@@ -190,6 +193,14 @@ class Hub:
             else:
                 self.reported = True
                 self._apply(watch.exit(self.rank, NOT_RUN, now))
+
+    def _end_hung(self, rank: int, now: float) -> None:
+        """A hung task (supervise.hang_watch): its stacks into its log, its end; the restart policy follows."""
+        conn = self.conns.get(rank)
+        if rank == self.rank and self.command is not None:
+            self.command.hang_kill(now)
+        elif conn is not None:
+            conn.send("hang")
 
     def _finish(self, watch: StepWatch) -> int:
         """The step's end: who never confirmed it, the final status file and summary; the status."""

@@ -25,8 +25,10 @@ class ProgressBoard:
         self._read_at: Dict[int, float] = {}
         self.changes = 0
 
-    def add(self, rank: int, report: Report, now: float) -> None:
-        """A report of task `rank` (now: the hub's wall clock)."""
+    def add(self, rank: int, report: Optional[Report], now: float) -> None:
+        """A report of task `rank` (now: the hub's wall clock); None: none came."""
+        if report is None:
+            return
         self.tracks.setdefault(rank, Track()).add(report, now)
         self.changes += 1
 

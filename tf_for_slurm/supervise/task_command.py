@@ -10,6 +10,7 @@ group is reaped before it starts again and when the supervisor ends.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from typing import List, Mapping, Optional, Sequence
 
@@ -20,6 +21,7 @@ from tf_for_slurm.supervise.progress_watch import ProgressWatch
 
 log = logging.getLogger(LOGGER)
 
+STACKS_GRACE = 1.0  # seconds between a hung command's SIGQUIT (its stacks) and its SIGKILL
 NOT_RUN = 127  # the status of a command that could not be started (as a shell says)
 
 
@@ -35,13 +37,14 @@ class TaskCommand:
         self.child: Optional[Child] = None
         self.starts = 0  # how often the command was started (the first start included)
         self._last_looked = False  # its progress file read once more after it ended
+        self._hang_kill_at = 0.0  # found hung: its SIGKILL is due then (0: not hung)
 
     def start(self, now: float) -> bool:
         """Start the command (again: once the last one's leftovers are gone); False if it cannot run."""
         if self.child is not None:
             self.child.reap_group()
         self.progress.started(now)  # before the command: a report it makes at once counts
-        self._last_looked = False
+        self._last_looked, self._hang_kill_at = False, 0.0
         self.child = start_command(self.argv, self.env, self.wake)
         self.sigs.child = self.child
         self.starts += 1
@@ -73,16 +76,33 @@ class TaskCommand:
         if self.child is None:
             return
         self.child.tick(now)
+        if self._hang_kill_at and now >= self._hang_kill_at:
+            self._hang_kill_at = 0.0
+            if self.child.status is None:
+                self.child.signal(signal.SIGKILL)
         hung = self.progress.check(self.child, now)
         if hung:
             log.error("%s%s: killing it (SIGKILL)", hung, self.who)
             self.child.signal(signal.SIGKILL)
+
+    def hang_kill(self, now: float) -> None:
+        """Hung (the hub's rule, supervise.hang_watch): SIGQUIT to the command (the shim's faulthandler
+        writes its Python stacks to its log), SIGKILL to its group STACKS_GRACE later (tick)."""
+        if self.child is None or self.child.status is not None or self.child.ending or self._hang_kill_at:
+            return
+        try:
+            os.kill(self.child.proc.pid, signal.SIGQUIT)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self._hang_kill_at = now + STACKS_GRACE
 
     def deadlines(self) -> List[float]:
         """When tick has something to do next."""
         out: List[float] = []
         if self.child is not None and self.child.kill_at is not None:
             out.append(self.child.kill_at)
+        if self._hang_kill_at:
+            out.append(self._hang_kill_at)
         if self.progress.watching and self.running:
             out.append(self.progress.next_look)
         return out

@@ -9,7 +9,8 @@ spoke never obeys a program that merely answers at the hub's address:
   hub -> spoke: ``ok <heartbeat seconds>`` or ``error <reason>``
 Then:
   spoke -> hub: ``hb``, ``exit <status>``, ``bye <status>``, ``started`` (its command runs again after a restart)
-  hub -> spoke: ``end <status> <why>``, ``ack`` (for exit/bye),
+  spoke -> hub: ``progress <json>`` (its command's newest progress report, plan.train_progress; one a second)
+  hub -> spoke: ``end <status> <why>``, ``ack`` (for exit/bye), ``hang`` (its command is hung: stacks, then its end),
                 ``restart <delay seconds>`` (instead of ``ack`` for an exit: start the command again in place),
                 ``regroup <delay seconds>`` (its group restarts: end the command, start it again that long after
                 it ended, no exit report)
@@ -60,6 +61,8 @@ class Timing:
     connect_grace: float = _seconds(settings.CONNECT_GRACE)  # for a spoke to reach the hub (it may start late)
     report_wait: float = _seconds(settings.REPORT_WAIT)  # a spoke waits this long for the ack of its exit
     progress_deadline: float = _seconds(settings.PROGRESS_DEADLINE)  # a command without progress: hung (0: off)
+    hang_after: float = _seconds(settings.HANG_AFTER)  # a training without progress: hung (0: off; hang_watch)
+    hang_factor: float = _seconds(settings.HANG_FACTOR)  # ... after this many median step times, if longer
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], **given: Optional[float]) -> "Timing":
@@ -67,7 +70,8 @@ class Timing:
         values: Dict[str, float] = {}
         for f in fields(cls):
             var = f.metadata["setting"]
-            zero_ok = f.name in ("drain", "progress_deadline")  # no drain: end the workers once the chief is done
+            # no drain: end the workers once the chief is done; 0 deadlines: off
+            zero_ok = f.name in ("drain", "progress_deadline", "hang_after")
             value = settings.seconds(env, var, lo_open=not zero_ok, given=given.get(f.name),
                                      given_name=f"--{f.name.replace('_', '-')}")
             values[f.name] = settings.default_seconds(var) if value is None else value

@@ -1,0 +1,57 @@
+"""The hub's hang rule, carried out: a task whose training stopped moving is ended, its stacks in its log.
+
+Why: the most reported failure of distributed TensorFlow is a hang, every process alive and no step
+made until the time limit.  The rule is pure (plan.train_progress.hung: no progress for max(factor x
+median step time, floor) seconds, once progress was seen); which hung tasks are ended is
+plan.restart_policy.hang_victims; the restart policy then decides what starts again, within its
+budget.  Once a task is found hung its clock starts again; once it restarts it is judged again only
+after it made progress (as a task that never reported progress is never judged).  A task's command
+gets SIGQUIT first (the shim's faulthandler writes its Python stacks), then SIGKILL
+(task_command.TaskCommand.hang_kill).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Mapping, Sequence
+
+from tf_for_slurm.plan.restart_policy import hang_victims
+from tf_for_slurm.plan.step_status import task_state
+from tf_for_slurm.plan.step_watch import StepWatch
+from tf_for_slurm.plan.train_progress import Track, hung
+from tf_for_slurm.supervise.child_process import LOGGER
+
+log = logging.getLogger(LOGGER)
+
+LOOK_EVERY = 1.0  # seconds between looks
+
+
+class HangWatch:
+    """Looks at the tracks once a second (`look`); the ranks to end now, once per hang."""
+
+    def __init__(self, floor: float, factor: float, tasks: Sequence[Any], strategy: str, chief: int,
+                 names: Mapping[int, str]):
+        self.floor, self.factor, self.strategy, self.chief, self.names = floor, factor, strategy, chief, names
+        self.role = {t.rank: t.role for t in tasks}
+        self.since: Dict[int, float] = {}  # rank -> the wall time its clock (re)started
+        self._next = 0.0
+        self.found = 0  # hangs found (for the summary and tests)
+
+    def look(self, tracks: Mapping[int, Track], watch: StepWatch, wall: float, mono: float) -> List[int]:
+        if self.floor <= 0 or mono < self._next or not tracks or watch.decided:
+            return []
+        self._next = mono + LOOK_EVERY
+        # a task restarted is judged again once it made progress since (its start-up is not a hang)
+        again = {rank: wall - (mono - t) for rank, t in watch.running_again.items()}
+        running = [r for r, track in tracks.items() if task_state(watch, r) == "running"
+                   and (track.last_progress_at or 0.0) > again.get(r, float("-inf"))]
+        hang = hung(tracks, wall, floor=self.floor, factor=self.factor, running=running, since=self.since)
+        if hang is None:
+            return []
+        self.found += 1
+        for rank in hang.ranks:
+            self.since[rank] = wall
+        victims = hang_victims(self.strategy, [(r, self.role.get(r, "worker"), r == self.chief) for r in hang.ranks])
+        log.error("hung: %s; their Python stacks go to their logs; ending %s (the restart policy decides what "
+                  "starts again)", hang.line(self.names), ", ".join(self.names.get(r, str(r)) for r in victims[:8]))
+        return victims
