@@ -52,6 +52,12 @@ old_tf_long=(
   tests/faces/test_tf4slurm_runs.py  # the original tf4slurm examples end to end (the same calls)
   tests/runtime/test_resolver_scripts.py::test_a_contradiction_ends_the_step_with_one_fix_line  # 3 x 8: no training
   tests/runtime/test_resolver_scripts.py::test_gpu_layouts_from_recorded_variables_without_gpus  # 3 x 6: the same patch
+  tests/runtime/test_hang.py  # 2 x 27: the hub's rule; the 2.15 capture it needs: test_progress_capture.py
+  tests/runtime/test_progress_capture.py::test_evaluation_alone  # 4: the same callbacks as fit
+  tests/runtime/test_progress_capture.py::test_tf1_monitored_session_reports_the_final_global_step[server]  # 4
+  tests/runtime/test_progress_capture.py::test_capture_off  # 2 x 4: no TensorFlow in the rule
+  tests/runtime/test_progress_capture.py::test_no_file_no_capture  # 4: the same
+  tests/runtime/test_progress_capture.py::test_a_failing_capture  # 4: the same
 )
 # each part's seconds, printed at the end (where the 25-minute budget goes)
 SECONDS=0

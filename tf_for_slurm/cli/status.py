@@ -183,9 +183,10 @@ def render(view: Mapping[str, Any], now: float) -> str:
         lines.append(f"first failure: {text}")
     if step.get("lost"):
         lines.append(f"lost nodes: {went_on_without(step)}")
-    training = training_view.training_line(step, slurm, batch, now)
-    if training:
-        lines.append(training)
+    names = {t["rank"]: f"{t['role']} {t['index']} ({t['node']})" for t in step["tasks"]}
+    for line in (training_view.training_line(step, slurm, batch, now), training_view.slow_line(step, names)):
+        if line:
+            lines.append(line)
     rows = []
     for t in step["tasks"]:
         status = t.get("status")

@@ -91,6 +91,15 @@ def training_line(step: Mapping[str, Any], slurm: Optional[Mapping[str, str]], b
     return text
 
 
+def slow_line(step: Mapping[str, Any], names: Mapping[int, str]) -> Optional[str]:
+    """The workers the hub found slow (asynchronous training: 1.5x below the median rate for a minute)."""
+    ranks = [rank for rank, p in sorted(_progress(step).items()) if p.get("slow") is True]
+    if not ranks:
+        return None
+    shown = ", ".join(f"{names.get(r, f'rank {r}')} at {cells(step, r, 0.0)['rate']}" for r in ranks[:8])
+    return f"slow (under 1/1.5 of the median rate for a minute): {shown}" + (" ..." if len(ranks) > 8 else "")
+
+
 def table_rows(step: Mapping[str, Any], rows: List[Dict[str, Any]], now: float) -> List[str]:
     """The columns to add to the task table (none when no task reported progress)."""
     if not _progress(step):

@@ -13,7 +13,7 @@ gets SIGQUIT first (the shim's faulthandler writes its Python stacks), then SIGK
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from tf_for_slurm.plan.restart_policy import hang_victims
 from tf_for_slurm.plan.step_status import task_state
@@ -35,16 +35,19 @@ class HangWatch:
         self.role = {t.rank: t.role for t in tasks}
         self.since: Dict[int, float] = {}  # rank -> the wall time its clock (re)started
         self._next = 0.0
+        self._start: Optional[float] = None  # the wall time of the first look: progress before it is an earlier run's
         self.found = 0  # hangs found (for the summary and tests)
 
     def look(self, tracks: Mapping[int, Track], watch: StepWatch, wall: float, mono: float) -> List[int]:
         if self.floor <= 0 or mono < self._next or not tracks or watch.decided:
             return []
         self._next = mono + LOOK_EVERY
-        # a task restarted is judged again once it made progress since (its start-up is not a hang)
+        start = self._start = self._start if self._start is not None else wall - (mono - watch.start)
+        # a task (re)started is judged once it made progress since (its start-up is not a hang; the
+        # tracks of an earlier run of the job, restored from its status file, are not this run's)
         again = {rank: wall - (mono - t) for rank, t in watch.running_again.items()}
         running = [r for r, track in tracks.items() if task_state(watch, r) == "running"
-                   and (track.last_progress_at or 0.0) > again.get(r, float("-inf"))]
+                   and (track.last_progress_at or 0.0) > again.get(r, start)]
         hang = hung(tracks, wall, floor=self.floor, factor=self.factor, running=running, since=self.since)
         if hang is None:
             return []

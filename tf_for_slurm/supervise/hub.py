@@ -78,7 +78,7 @@ class Hub:
         self.watch: Optional[StepWatch] = None
         self.heartbeat = heartbeat_interval(plan.size, timing)
         self.status = StatusFile(status_file) if status_file else None
-        self.board = ProgressBoard()  # the tasks' training progress (their reports), for the status file
+        self.board = ProgressBoard.from_file(status_file, roles.strategy)  # the training's progress, earlier runs
         self.hangs = HangWatch(timing.hang_after, timing.hang_factor, plan.tasks, roles.strategy, roles.chief_rank,
                                self.names)
         # the chief's own restarts: its command starts again at restart_at; regroup: the delay once

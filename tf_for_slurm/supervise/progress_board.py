@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
-from tf_for_slurm.plan.train_progress import Report, Track, parse_report
+from tf_for_slurm.host.job_folder import read_json
+from tf_for_slurm.plan.train_progress import Report, Track, parse_report, slow
 
 MIN_GAP = 0.5  # seconds between two reports of one task that the hub reads (its spoke sends one a second)
 HISTORY_UP_TO = 256  # tasks: a larger step's status file keeps no step history (its size)
@@ -20,7 +21,8 @@ HISTORY_UP_TO = 256  # tasks: a larger step's status file keeps no step history 
 class ProgressBoard:
     """Per task (rank), its progress Track; `changes` counts what the status file has not shown."""
 
-    def __init__(self) -> None:
+    def __init__(self, asynchronous: bool = False) -> None:
+        self.asynchronous = asynchronous  # TF1, PSS: each worker steps on its own, a slow one can be named
         self.tracks: Dict[int, Track] = {}
         self._read_at: Dict[int, float] = {}
         self.changes = 0
@@ -46,7 +48,19 @@ class ProgressBoard:
     def to_json(self, now: float) -> Dict[str, Any]:
         """{rank as text: the task's progress} for the status file (`progress`)."""
         with_history = len(self.tracks) <= HISTORY_UP_TO
-        return {str(rank): track.to_json(now, with_history=with_history) for rank, track in sorted(self.tracks.items())}
+        out = {str(rank): track.to_json(now, with_history=with_history) for rank, track in sorted(self.tracks.items())}
+        for rank in slow(self.tracks, now) if self.asynchronous else ():  # 1.5x below the median for a minute
+            out[str(rank)]["slow"] = True
+        return out
+
+    @classmethod
+    def from_file(cls, path: Optional[str], strategy: str = "") -> "ProgressBoard":
+        """A board that goes on from the status file an earlier run of the job left there (a requeued or
+        relaunched step keeps drawing the same lines), else an empty one."""
+        board = cls(asynchronous=strategy in ("tf1", "pss"))
+        if path:
+            board.restore((read_json(path) or {}).get("progress"))
+        return board
 
     def restore(self, saved: Optional[Mapping[str, Any]]) -> None:
         """Tracks from an earlier status file's `progress` (a relaunched or requeued step goes on
