@@ -55,6 +55,6 @@ class HangWatch:
         for rank in hang.ranks:
             self.since[rank] = wall
         victims = hang_victims(self.strategy, [(r, self.role.get(r, "worker"), r == self.chief) for r in hang.ranks])
-        log.error("hung: %s; their Python stacks go to their logs; ending %s (the restart policy decides what "
+        log.error("hung: %s; ending %s, its Python stacks first, in its log (the restart policy decides what "
                   "starts again)", hang.line(self.names), ", ".join(self.names.get(r, str(r)) for r in victims[:8]))
         return victims
