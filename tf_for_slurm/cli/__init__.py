@@ -178,6 +178,9 @@ COMMANDS = (
             "  tf-slurm submit -N 2 -n 4 --tasks chief,ps,worker,worker --dry-run -- python pss.py"),
     Command("logs", "logs", "Print a job's log files from its folder: the batch log, a task's, or a role's; --follow.",
             "tf-slurm logs 123456 --role ps\n  tf-slurm logs 123456 --task 2 --follow"),
+    Command("report", "report", "Write one self-contained HTML page of a job's timeline into its folder: every "
+            "task's runs, restarts, hangs, losses, relaunches and requeues, and each worker's step over time.",
+            "tf-slurm report 123456\n  tf-slurm report tf_slurm_jobs/123456 --output /tmp/job.html"),
 )
 
 

@@ -352,7 +352,7 @@ def summary(job: str, status: Optional[Mapping[str, Any]], runs: _Runs, marks: S
         state = _text(status.get("state")) or "?"
         head += state + ("" if _int(status.get("status")) is None else f" with status {status['status']}")
     count = {k: sum(1 for m in marks if m.kind == k) for k in KINDS}
-    n_runs = max([len(runs.runs), sum(1 for m in marks if m.kind == "start" and m.lane == JOB_LANE), 1])
+    n_runs = len(runs.runs) or max(1, sum(1 for m in marks if m.kind == "start" and m.lane == JOB_LANE))
     parts = [f"{n_runs} run(s)", f"{count['requeue']} requeue(s)", f"{count['relaunch']} relaunch(es)",
              f"{count['restart']} restart(s)", f"{count['hang']} hang(s)", f"{count['lost']} lost", f"{tasks} tasks"]
     steps = [s.points[-1][1] for s in series]
