@@ -111,31 +111,46 @@ def shoot(page: Path, png: Path, height: int = 900, profile: Path = None) -> Non
         raise RuntimeError(f"chromium failed ({done.returncode}): {done.stderr[-2000:]}")
 
 
-def _unfilter(raw: bytes, width: int, height: int, bpp: int) -> bytearray:
-    """PNG's five row filters undone."""
+def _add_bytes(x: bytes, y: bytes) -> bytes:
+    """x + y byte by byte, mod 256, as one big-integer sum (no carry crosses a byte)."""
+    n = len(x)
+    low, high = int.from_bytes(b"\x7f" * n, "big"), int.from_bytes(b"\x80" * n, "big")
+    a, b = int.from_bytes(x, "big"), int.from_bytes(y, "big")
+    return (((a & low) + (b & low)) ^ ((a ^ b) & high)).to_bytes(n, "big")
+
+
+def _paeth_row(row: bytearray, prev: bytes, bpp: int) -> None:
+    for i in range(len(row)):
+        b = prev[i]
+        if i < bpp:
+            row[i] = (row[i] + b) & 0xFF
+            continue
+        a, c = row[i - bpp], prev[i - bpp]
+        pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+        row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+
+
+def _unfilter(raw: bytes, width: int, height: int, bpp: int) -> bytes:
+    """PNG's five row filters undone (the rows as one bytes object)."""
     stride = width * bpp
-    out = bytearray(stride * height)
-    pos = 0
+    rows: List[bytes] = []
+    prev = bytes(stride)
     for y in range(height):
-        kind = raw[pos]
-        row = bytearray(raw[pos + 1:pos + 1 + stride])
-        pos += 1 + stride
-        prev = out[(y - 1) * stride:y * stride] if y else bytearray(stride)
-        for i in range(stride):
-            a = row[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            if kind == 1:
-                row[i] = (row[i] + a) & 0xFF
-            elif kind == 2:
-                row[i] = (row[i] + b) & 0xFF
-            elif kind == 3:
-                row[i] = (row[i] + (a + b) // 2) & 0xFF
-            elif kind == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
-        out[y * stride:(y + 1) * stride] = row
-    return out
+        kind = raw[y * (stride + 1)]
+        row = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        if kind == 1:
+            for i in range(bpp, stride):
+                row[i] = (row[i] + row[i - bpp]) & 0xFF
+        elif kind == 2:
+            row = bytearray(_add_bytes(bytes(row), prev))
+        elif kind == 3:
+            for i in range(stride):
+                row[i] = (row[i] + ((row[i - bpp] if i >= bpp else 0) + prev[i]) // 2) & 0xFF
+        elif kind == 4:
+            _paeth_row(row, prev, bpp)
+        prev = bytes(row)
+        rows.append(prev)
+    return b"".join(rows)
 
 
 def read_png(path: Path) -> Tuple[int, int, List[Tuple[int, int, int]]]:
