@@ -214,6 +214,8 @@ class _Builder:
         lane = self.lane(e)
         name = self.lanes[lane].label
         said = f": {e.detail}" if e.detail else ""
+        if e.event == "start" and lane in self.open and e.at - self.open[lane][0] < 1.0:
+            return  # the start that follows its restart (the hub writes both at once)
         if e.event == "start":
             self.begin(lane, e.at, e.node, "started again")
             self.marks.append(Mark("start", e.at, lane, f"{name}: started"))
