@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from envs import step_env
+from tf_for_slurm.plan.step_timeline import parse_line
 
 pytestmark = pytest.mark.procs  # real processes on real timers: left out of the fast subset (tests/conftest.py)
 
@@ -99,6 +100,17 @@ def test_a_sigkilled_pss_worker_is_restarted_in_place_and_the_step_ends_0(tmp_pa
     restarts = {row[0]: row[status["columns"].index("restarts")] for row in status["tasks"]}
     assert restarts == {0: 0, 1: 0, 2: 0, 3: 1}
     assert "restarts: 1" in hub
+    # the timeline beside the status file: the step, every task's start, the worker's restart and second
+    # start, each task's end, the step's end, in order (plan.step_timeline, for `tf-slurm report`)
+    events = [parse_line(line) for line in (tmp_path / "timeline.jsonl").read_text().splitlines()]
+    seen = [(e["event"], e["rank"]) for e in events]
+    assert seen[0] == ("step_start", None) and seen[-1] == ("step_end", None), seen
+    assert events[-1]["status"] == 0 and events[0]["detail"] == "pss"
+    assert sorted(r for e, r in seen if e == "start") == [0, 1, 2, 3, 3], seen
+    assert seen.index(("restart", 3)) < len(seen) - 1 - seen[::-1].index(("start", 3)), seen
+    assert [r for e, r in seen if e == "restart"] == [3]
+    assert sorted(r for e, r in seen if e in ("exit", "end")) == [0, 1, 2, 3], seen
+    assert all(e["at"] >= events[0]["at"] - 1 for e in events)
 
 
 @pytest.mark.timeout(90)
@@ -268,6 +280,8 @@ def test_a_group_restart_ends_every_task_and_starts_it_again_in_place(tmp_path, 
         assert "command started again (restart 1 of this task)" in err(tmp_path, r), err(tmp_path, r)
     status = json.loads((tmp_path / "status.json").read_text())
     assert [row[status["columns"].index("restarts")] for row in status["tasks"]] == [1] * n
+    seen = [(e["event"], e["rank"]) for e in map(parse_line, (tmp_path / "timeline.jsonl").read_text().splitlines())]
+    assert sorted(r for e, r in seen if e == "restart") == list(range(n)), seen
 
 
 @pytest.mark.timeout(90)

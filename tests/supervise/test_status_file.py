@@ -29,7 +29,7 @@ def test_written_first_then_on_change_at_most_once_a_second_and_refreshed_when_i
     f.update(6.0, changes=3, build=build)  # the refresh (last-heard times move on)
     f.update(6.1, changes=4, build=build, force=True)  # the final state, whatever the time
     assert read_json(path) == {"n": 4} and f.writes == 4
-    assert sorted(os.listdir(tmp_path)) == ["status.json"]  # no temporary file left behind
+    assert sorted(os.listdir(tmp_path)) == ["status.json", "timeline.jsonl"]  # no temporary file left behind
 
 
 def test_an_unwritable_folder_is_one_warning_and_then_silence(tmp_path, caplog):

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from tf_for_slurm.plan.restart_policy import hang_victims
 from tf_for_slurm.plan.step_status import task_state
+from tf_for_slurm.plan.step_timeline import MAX_HANGS
 from tf_for_slurm.plan.step_watch import StepWatch
 from tf_for_slurm.plan.train_progress import Track, hung
 from tf_for_slurm.supervise.child_process import LOGGER
@@ -37,6 +38,7 @@ class HangWatch:
         self._next = 0.0
         self._start: Optional[float] = None  # the wall time of the first look: progress before it is an earlier run's
         self.found = 0  # hangs found (for the summary and tests)
+        self.record: List[Dict[str, Any]] = []  # the last MAX_HANGS hung tasks: rank, wall time, detail (status.json)
 
     def look(self, tracks: Mapping[int, Track], watch: StepWatch, wall: float, mono: float) -> List[int]:
         if self.floor <= 0 or mono < self._next or not tracks or watch.decided:
@@ -54,6 +56,9 @@ class HangWatch:
         self.found += 1
         for rank in hang.ranks:
             self.since[rank] = wall
+            self.record.append({"rank": rank, "at": round(wall, 3), "detail": (
+                f"no training step for {round(hang.silent_for)} s at step {hang.last_step.get(rank)}")})
+        del self.record[:-MAX_HANGS]
         victims = hang_victims(self.strategy, [(r, self.role.get(r, "worker"), r == self.chief) for r in hang.ranks])
         log.error("hung: %s; ending %s, its Python stacks first, in its log (the restart policy decides what "
                   "starts again)", hang.line(self.names), ", ".join(self.names.get(r, str(r)) for r in victims[:8]))

@@ -93,8 +93,7 @@ class Hub:
         plan = self.plan
         _raise_fd_limit(2 * plan.size + MAX_PENDING)  # joined, and as many still proving themselves
         server = listen(self.port, self.names[self.rank])
-        wake = Wake()
-        sel = selectors.DefaultSelector()
+        wake, sel = Wake(), selectors.DefaultSelector()
         sel.register(server, selectors.EVENT_READ, "listen")
         sel.register(wake.r, selectors.EVENT_READ, "wake")
         watch = self.watch = self._new_watch()
@@ -224,7 +223,8 @@ class Hub:
     def _snapshot(self, watch: StepWatch, over: bool = False, detail: Optional[str] = None) -> Dict[str, Any]:
         wall = time.time()
         return snapshot(self.plan.tasks, watch, self.roles, job=self.plan.job_id, step=self.plan.step_id,
-                        mono=time.monotonic(), wall=wall, over=over, detail=detail, progress=self.board.to_json(wall))
+                        mono=time.monotonic(), wall=wall, over=over, detail=detail, progress=self.board.to_json(wall),
+                        hangs=self.hangs.record)
 
     def _write_status(self, watch: StepWatch, now: float, final: Optional[Dict[str, Any]] = None) -> None:
         if self.status is not None:

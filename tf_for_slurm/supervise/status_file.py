@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Optional
 
 from tf_for_slurm.host.job_folder import write_json
 from tf_for_slurm.supervise.child_process import LOGGER
+from tf_for_slurm.supervise.timeline_file import TimelineFile, timeline_path
 
 log = logging.getLogger(LOGGER)
 
@@ -25,6 +26,7 @@ class StatusFile:
 
     def __init__(self, path: str, min_interval: float = MIN_INTERVAL, refresh: float = REFRESH):
         self.path, self.min_interval, self.refresh = path, min_interval, refresh
+        self.timeline = TimelineFile(timeline_path(path))  # the events between two writes, appended
         self.written_at: Optional[float] = None
         self.changes = -1
         self.writes = 0
@@ -42,8 +44,10 @@ class StatusFile:
         """Write `build()` when due (or `force`: the final state)."""
         if not (force and not self.broken) and not self.due(now, changes):
             return
+        data = build()
+        self.timeline.see(data)
         try:
-            write_json(self.path, build())
+            write_json(self.path, data)
         except OSError as exc:
             self.broken = True
             log.warning("cannot write the step's status to %s: %s (status file off)", self.path, exc.strerror or exc)
