@@ -71,7 +71,7 @@ def test_a_hostile_timeline_is_escaped_and_bounded(tmp_path, env, cli_runs):
     folder = tmp_path / "jobs" / "5"
     folder.mkdir(parents=True)
     lines = [f'{{"at": {1.8e9 + i}, "event": "hang", "rank": 0, "role": "w</text><script>", "index": 0, '
-             f'"node": "{HOSTILE}", "detail": "{"x" * 5000}"}}' for i in range(30)]
+             f'"node": "{HOSTILE}", "detail": "{"x" * 1500}"}}' for i in range(30)]
     (folder / "timeline.jsonl").write_text("\n".join(lines) + "\n" + "\x00\xff garbage\n")
     res = cli_runs.run(["report", "5"], env)
     assert res.returncode == 0, res.stderr

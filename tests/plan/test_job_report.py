@@ -48,10 +48,12 @@ def test_parse_keeps_events_and_counts_what_it_skipped(text, kept, skipped):
 
 
 def test_parse_keeps_the_newest_events_sorted_and_bounds_every_string():
-    text = "\n".join([line(5, "hang", 0, "worker", 0, detail="x" * 10_000), line(1, "start", 0, "worker", 0)]
+    # a line longer than any the hub writes (plan.step_timeline.MAX_LINE) is not one of its events
+    text = "\n".join([line(5, "hang", 0, "worker", 0, detail="x" * 1500), line(1, "start", 0, "worker", 0),
+                      line(6, "hang", 0, "worker", 0, detail="x" * 10_000)]
                      + [line(10 + i, "start", 0, "worker", 0) for i in range(10)])
     timeline = parse_timeline(text, max_events=4)
-    assert timeline.dropped == 8 and [e.at - T for e in timeline.events] == [16, 17, 18, 19]
+    assert timeline.dropped == 8 and timeline.skipped == 1 and [e.at - T for e in timeline.events] == [16, 17, 18, 19]
     hang = parse_timeline(text).events[1]
     assert hang.event == "hang" and len(hang.detail) == MAX_TEXT
     odd = parse_timeline(json.dumps({"at": T, "event": "start", "rank": True, "index": "1", "role": 5}))

@@ -21,7 +21,6 @@ from tf_for_slurm.host import job_folder
 from tf_for_slurm.host.scontrol import JobAnswer, ask_job
 from tf_for_slurm.plan.job_report import MAX_EVENTS, Report, Timeline, build, parse_timeline
 
-TIMELINE = "timeline.jsonl"  # in the job folder, appended to by each run's hub
 REPORT = "report.html"
 MAX_BYTES = 4 * 1024 * 1024  # of the timeline read (its end: the newest events)
 
@@ -36,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_timeline(folder: str) -> Tuple[Optional[Timeline], List[str]]:
     """(Timeline or None when the folder has none, notes on what was left out)."""
-    path = os.path.join(folder, TIMELINE)
+    path = os.path.join(folder, job_folder.TIMELINE)
     text = job_folder.read_tail(path, MAX_BYTES)
     if text is None:
         return None, []
@@ -47,12 +46,12 @@ def read_timeline(folder: str) -> Tuple[Optional[Timeline], List[str]]:
     except OSError:
         size = 0
     if size > MAX_BYTES:
-        notes.append(f"{TIMELINE} is {size / 2**20:.1f} MiB: only its last {MAX_BYTES // 2**20} MiB are read "
-                     "(the earliest events are not shown)")
+        notes.append(f"{job_folder.TIMELINE} is {size / 2**20:.1f} MiB: only its last {MAX_BYTES // 2**20} MiB "
+                     "are read (the earliest events are not shown)")
     if timeline.dropped:
         notes.append(f"only the newest {MAX_EVENTS} of its events are shown ({timeline.dropped} earlier ones are not)")
     if timeline.skipped:
-        notes.append(f"{timeline.skipped} line(s) of {TIMELINE} were not events and were skipped")
+        notes.append(f"{timeline.skipped} line(s) of {job_folder.TIMELINE} were not events and were skipped")
     return timeline, notes
 
 
@@ -62,8 +61,8 @@ def report_of(folder: str, job_id: Optional[str]) -> Report:
     batch = job_folder.read_json(os.path.join(folder, job_folder.BATCH))
     timeline, notes = read_timeline(folder)
     if status is None and batch is None and timeline is None:
-        raise UsageError(f"nothing to report in {folder}: no {job_folder.STATUS}, {job_folder.BATCH} or {TIMELINE} "
-                         "(the job's step has not started yet?)")
+        raise UsageError(f"nothing to report in {folder}: no {job_folder.STATUS}, {job_folder.BATCH} or "
+                         f"{job_folder.TIMELINE} (the job's step has not started yet?)")
     job = job_id or str((status or batch or {}).get("job") or os.path.basename(os.path.normpath(folder)))
     return build(job, status, batch, timeline, notes)
 

@@ -23,6 +23,7 @@ from tf_for_slurm.plan.failure_words import why_from_log
 
 STATUS = "status.json"
 BATCH = "batch.json"
+TIMELINE = "timeline.jsonl"  # each run's hub appends its step's events (supervise.timeline_file)
 SCRIPT = "job.sh"
 BATCH_LOG = "job.out"
 TASK_LOG = "task-{rank}.out"  # srun --output pattern: task-%t.out

@@ -10,14 +10,13 @@ boundaries (lines across the page: run starts, requeues, relaunches), each task'
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from tf_for_slurm.plan.step_status import task_rows
+from tf_for_slurm.plan.step_timeline import parse_line
 
-EVENTS = ("step_start", "start", "restart", "hang", "lost", "exit", "end", "step_end")  # timeline.jsonl's
 KINDS = ("start", "restart", "hang", "lost", "relaunch", "requeue", "end")  # a mark's kind, the legend's order
 JOB_LANE = "job"  # the lane of the job's own events (its step's start and end, requeues, relaunches)
 MAX_EVENTS = 20_000  # timeline events kept (the newest)
@@ -108,12 +107,12 @@ def _text(x: Any) -> Optional[str]:
     return x[:MAX_TEXT] if isinstance(x, str) else None
 
 
-def _event(d: Any) -> Optional[Event]:
-    at = _num(d.get("at")) if isinstance(d, dict) and d.get("event") in EVENTS else None
-    if at is None or at <= 0:
+def _event(line: str) -> Optional[Event]:
+    d = parse_line(line)  # the line's rule: plan.step_timeline
+    if d is None:
         return None
-    return Event(at, d["event"], _int(d.get("rank")), _text(d.get("role")), _int(d.get("index")),
-                 _text(d.get("node")), _int(d.get("status")), _text(d.get("detail")))
+    return Event(d["at"], d["event"], d["rank"], _text(d["role"]), d["index"], _text(d["node"]), d["status"],
+                 _text(d["detail"]))
 
 
 def parse_timeline(text: str, max_events: int = MAX_EVENTS) -> Timeline:
@@ -125,10 +124,7 @@ def parse_timeline(text: str, max_events: int = MAX_EVENTS) -> Timeline:
     for line in text.splitlines():
         if not line.strip():
             continue
-        try:
-            event = _event(json.loads(line))
-        except ValueError:
-            event = None
+        event = _event(line)
         skipped += event is None
         events += [event] if event is not None else []
     events.sort(key=lambda e: e.at)  # stable: a relaunched hub's clock may differ a little

@@ -12,6 +12,7 @@ job folder's `timeline.jsonl`, so the file spans a job's runs (requeues, relaunc
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Dict, List, Mapping, Optional
 
 from tf_for_slurm.plan.step_status import task_rows
@@ -98,15 +99,15 @@ def parse_line(line: str) -> Optional[Dict[str, Any]]:
         data = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(data, dict) or data.get("event") not in EVENTS or not isinstance(data.get("at"), (int, float)):
+    at = data.get("at") if isinstance(data, dict) and data.get("event") in EVENTS else None
+    if not isinstance(at, (int, float)) or isinstance(at, bool) or not math.isfinite(at) or at <= 0:
         return None
     out = {k: data.get(k) for k in FIELDS}
     for key, kind in (("rank", int), ("index", int), ("status", int)):
         if not isinstance(out[key], kind) or isinstance(out[key], bool):
             out[key] = None
     for key in ("job", "step", "role", "node", "detail"):
-        if out[key] is not None:
-            out[key] = str(out[key])[:MAX_DETAIL]
+        out[key] = out[key][:MAX_DETAIL] if isinstance(out[key], str) else None
     return out
 
 

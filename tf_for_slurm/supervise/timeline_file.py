@@ -15,18 +15,18 @@ import logging
 import os
 from typing import Any, Mapping, Optional
 
+from tf_for_slurm.host.job_folder import TIMELINE
 from tf_for_slurm.plan.step_timeline import changes, event_line
 from tf_for_slurm.supervise.child_process import LOGGER
 
 log = logging.getLogger(LOGGER)
 
 MAX_EVENTS = 50_000  # lines one hub appends
-NAME = "timeline.jsonl"
 
 
 def timeline_path(status_path: str) -> str:
     """The timeline beside the step's status file (the job folder's)."""
-    return os.path.join(os.path.dirname(os.path.abspath(status_path)), NAME)
+    return os.path.join(os.path.dirname(os.path.abspath(status_path)), TIMELINE)
 
 
 class TimelineFile:
@@ -63,4 +63,4 @@ class TimelineFile:
             log.warning("%s: %d events written, the step's later ones are not", self.path, self.written)
 
 
-__all__ = ["MAX_EVENTS", "NAME", "TimelineFile", "timeline_path"]
+__all__ = ["MAX_EVENTS", "TimelineFile", "timeline_path"]
