@@ -10,15 +10,19 @@
 #                                    (default: PYTHON, else python3; TensorFlow 2.15 has wheels for
 #                                    Python 3.9-3.11 only: with another Python it is skipped, said
 #                                    in one line, and scripts/test.sh says so again at its end).
+#   bash scripts/setup.sh --browser  also Debian's chromium (scripts/test.sh asks for it): the
+#                                    tests render `tf-slurm report`'s page to a PNG with it.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${TF_SLURM_VENV:-$root/.venv}
 python=${PYTHON:-python3}
 old_tf=0
+browser=0
 for arg in "$@"; do
   case $arg in
     --old-tf) old_tf=1 ;;
-    *) echo "setup: unknown argument '$arg' (expected --old-tf)" >&2; exit 2 ;;
+    --browser) browser=1 ;;
+    *) echo "setup: unknown argument '$arg' (expected --old-tf or --browser)" >&2; exit 2 ;;
   esac
 done
 
@@ -28,6 +32,7 @@ command -v slurmd >/dev/null 2>&1 || need_apt+=(slurmd)
 command -v srun >/dev/null 2>&1 || need_apt+=(slurm-client)
 command -v munged >/dev/null 2>&1 || need_apt+=(munge)
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)
+if ((browser)) && ! command -v chromium >/dev/null 2>&1; then need_apt+=(chromium); fi
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing ${need_apt[*]} (apt)" >&2

@@ -68,7 +68,7 @@ old_tf_args=()
 if [[ ${OLD_TF_TESTS:-} != all ]]; then
   for id in "${old_tf_long[@]}"; do old_tf_args+=(--deselect "$id"); done
 fi
-if ((old_tf)); then bash "$root/scripts/setup.sh" --old-tf; else bash "$root/scripts/setup.sh"; fi
+if ((old_tf)); then bash "$root/scripts/setup.sh" --browser --old-tf; else bash "$root/scripts/setup.sh" --browser; fi
 took setup
 cd "$root"
 venv=${TF_SLURM_VENV:-$root/.venv}

@@ -4,7 +4,9 @@ the sum: TensorFlow's PreemptionCheckpointHandler through the generic template
 (test_preemption_slurm.py), a `tf-slurm submit -t 1` job (test_submit_requeue_slurm.py), a
 batch-step job whose first step checkpoints but never stops (test_requeue_deadline_slurm.py), and a
 template job that gets the time-limit warning again and again at every run's start
-(test_rough_edges_slurm.py).  Together they are 8 tasks on the 3-node cluster (2 + 3 + 1 + 2 of its
+(test_rough_edges_slurm.py).  The submit job's worker 1 is also killed once in its first run, once it
+trained (restarted in place: `tf-slurm report`'s page of a job with a restart and a requeue,
+test_report_slurm.py).  Together they are 8 tasks on the 3-node cluster (2 + 3 + 1 + 2 of its
 12 CPUs).
 
 Each target is one no allocation can reach on a machine of any speed, by pacing (the examples'
@@ -13,13 +15,16 @@ Each target is one no allocation can reach on a machine of any speed, by pacing 
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
+import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from data_paths import mnist_dir
 from slurm_harness import PYTHON, REPO
@@ -63,6 +68,44 @@ def _submit(cluster, tmp: Path) -> Dict[str, object]:
     m = re.match(r"Submitted batch job (\d+)\n", res.stdout)
     assert m, res.stdout
     return {"job": m.group(1), "model": model, "folder": tmp / "jobs" / m.group(1), "stdout": res.stdout}
+
+
+def _task_pid(job: str, rank: int, script: str) -> Optional[int]:
+    """The pid of the command (not its supervisor) of task `rank` in the first run of `job`, from /proc."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            if len(argv) < 2 or not argv[1].decode(errors="replace").endswith(script):
+                continue
+            env = dict(x.split(b"=", 1) for x in Path(f"/proc/{name}/environ").read_bytes().split(b"\0") if b"=" in x)
+        except OSError:
+            continue
+        if (env.get(b"SLURM_JOB_ID") == job.encode() and env.get(b"SLURM_PROCID") == str(rank).encode()
+                and env.get(b"SLURM_RESTART_COUNT", b"0") == b"0"):
+            return int(name)
+    return None
+
+
+def _kill_once(entry: Dict[str, object], rank: int, stop: threading.Event) -> None:
+    """SIGKILL task `rank`'s command once status.json shows it trained in the job's first run (its
+    supervisor restarts it in place); `entry['killed']`: (pid, step) then."""
+    status = Path(str(entry["folder"])) / "status.json"
+    while not stop.wait(0.2):
+        try:
+            data = json.loads(status.read_text())
+        except (OSError, ValueError):
+            continue
+        step = ((data.get("progress") or {}).get(str(rank)) or {}).get("step")
+        if not isinstance(step, int) or step < 3:
+            continue
+        pid = _task_pid(str(entry["job"]), rank, "LaunchTFServerWithHooks.py")
+        if pid is None:
+            return  # the first run is over: the test says it was not killed
+        os.kill(pid, signal.SIGKILL)
+        entry["killed"] = (pid, step)
+        return
 
 
 # the first run's step checkpoints when told to stop, then runs on (a task that never stops); a
@@ -153,15 +196,19 @@ def run_together(cluster, tmp: Path, timeout: float = 600) -> Dict[str, Dict[str
     assert SUBMIT_WORKERS * (math.floor(ALLOCATION_S / SUBMIT_STEP_S) + 1) < SUBMIT_TARGET
     jobs: Dict[str, Dict[str, object]] = {}
     deadline = time.monotonic() + timeout
+    stop_killer = threading.Event()
     try:
         if HAVE_MNIST:  # their tests skip without the digits
             jobs["pch"] = _pch(cluster, tmp)
             jobs["submit"] = _submit(cluster, tmp)
+            killer = threading.Thread(target=_kill_once, args=(jobs["submit"], 2, stop_killer), daemon=True)
+            killer.start()
         jobs["hung"] = _hung(cluster, tmp)
         jobs["warned"] = _warned(cluster, tmp)
         for entry in jobs.values():
             entry["info"] = cluster.wait_job(str(entry["job"]), max(10.0, deadline - time.monotonic()))
     finally:
+        stop_killer.set()
         for entry in jobs.values():
             if "info" not in entry:
                 cluster.run(["scancel", str(entry["job"])], timeout=30)

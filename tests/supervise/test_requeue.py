@@ -686,8 +686,11 @@ def _status(state, lost_rank=None, first=None, nodes=("node1", "node2", "node3")
         row[3] = node
     if lost_rank is not None:
         rows[lost_rank][4] = "lost"
+    progress = {"1": {"step": 400, "rate": 2.5, "loss": 0.3, "history": [[1.0, 390], [2.0, 400]]},
+                "2": {"step": 380, "rate": 2.4, "loss": None, "history": [[1.0, 370]]}}
     return json.dumps({"state": state, "status": 69 if state == "ended" else None, "updated_at": "NOW",
-                       "chief": 1, "first_failure": first, "lost": [], "tasks": rows}).replace('"NOW"', "NOW")
+                       "chief": 1, "first_failure": first, "lost": [], "tasks": rows,
+                       "progress": progress}).replace('"NOW"', "NOW")
 
 
 def _relaunch_run(tmp_path, env, nodelist, *extra):
@@ -723,6 +726,9 @@ def test_a_step_that_lost_its_ps_node_is_relaunched_at_once_on_a_spare(fake_slur
                      r"400", log), log
     assert [(r["lost"], r["spares"], r["checkpoint"]) for r in batch["relaunches"]] == [(["node1"], ["node4"], 400)]
     assert "scontrol.args" not in os.listdir(tmp_path), log  # no requeue
+    # the training's progress at the run's end, from the relaunched step's status.json, its history left there
+    assert batch["progress"] == {"1": {"step": 400, "rate": 2.5, "loss": 0.3},
+                                 "2": {"step": 380, "rate": 2.4, "loss": None}} and batch["step"] == 400, batch
 
 
 @pytest.mark.timeout(60)

@@ -1,6 +1,8 @@
 """batch.json in the job folder: batch-step's run, its checkpoint, its relaunches and the requeue
-decision, and the job's earlier runs (`history`, carried from the file the last run left), for
-`tf-slurm status`.
+decision, the training's progress at the run's end (each task's step, rate, loss, last step time,
+from the step's status.json, its step history left there), and the job's earlier runs (`history`,
+carried from the file the last run left, each with the furthest step it reached), for `tf-slurm
+status` and `tf-slurm report`.
 
 Why best effort: the record is for people reading the job later; a folder that cannot be written
 costs one line in the job's log, never the job.
@@ -10,12 +12,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from tf_for_slurm.host.job_folder import batch_path, read_json, write_json
+from tf_for_slurm.host.job_folder import batch_path, read_json, status_path, write_json
 
 MAX_HISTORY = 100  # earlier runs kept (a job requeued more often keeps its last ones)
-_CARRIED = ("run", "started_at", "ended_at", "state", "status", "decision", "relaunches")
+_CARRIED = ("run", "started_at", "ended_at", "state", "status", "decision", "relaunches", "step")
 
 
 class BatchRecord:
@@ -61,10 +63,25 @@ class BatchRecord:
 
     def end(self, status: Optional[int], checkpoint: Optional[int], reason: str, requeued: bool) -> None:
         """The run was decided: its step ended with `status`, or still ran (None: decided at the
-        deadline); `reason`: the decision's."""
+        deadline); `reason`: the decision's.  The progress is the job folder's status.json's: its
+        last step's, or an earlier one's when the last wrote none (a hub carries its tracks on)."""
+        where = status_path()
+        last = read_json(where) if where else None
+        progress = _progress(last if last and str(last.get("job", self.data["job"])) == self.data["job"] else None)
+        steps = [t["step"] for t in progress.values() if isinstance(t.get("step"), int)]
         self.data.update(state="requeued" if requeued else "ended", status=status, checkpoint=checkpoint,
-                         decision=reason, ended_at=round(time.time(), 3))
+                         decision=reason, ended_at=round(time.time(), 3), progress=progress,
+                         step=max(steps) if steps else None)
         self._write()
+
+
+def _progress(step_status: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """Each task's progress from status.json, without its step history (status.json keeps that)."""
+    tasks = (step_status or {}).get("progress")
+    if not isinstance(tasks, dict):
+        return {}
+    return {str(rank): {k: v for k, v in t.items() if k != "history"}
+            for rank, t in tasks.items() if isinstance(t, dict)}
 
 
 __all__ = ["BatchRecord"]

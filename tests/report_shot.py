@@ -3,7 +3,7 @@
 Used by tests/faces/test_report.py and test_report_browser.py, and as a script for the README's
 picture from a real job's folder:
 
-    .venv/bin/python tests/faces/report_shot.py tf_slurm_jobs/123456 docs/report.png
+    .venv/bin/python tests/report_shot.py tf_slurm_jobs/123456 docs/report.png
 
 writes the folder's report.html (as `tf-slurm report` does) and renders it with Chromium to the PNG
 (1200 px wide; --height H for another height, default 900).

@@ -1,0 +1,66 @@
+"""Real Slurm: `tf-slurm report` of a job with a restart and a requeue, rendered by a real browser.
+
+The job is one_minute_jobs' `tf-slurm submit -t 1` TF1 job (1 ps + 2 workers; tests/slurm/one_minute_jobs.py):
+its worker 1 is killed once in the first run after it trained (the supervisor restarts it in place),
+and its minute is too short for the target, so it checkpoints and requeues (test_submit_requeue_slurm.py
+checks the training).  Its folder's `timeline.jsonl` (every run's hub), `status.json` and `batch.json`
+make the page; headless Chromium (Debian's package) renders it to a PNG whose pixels must show the
+running bars, the restart, the requeue and the workers' step curves (tests/report_shot.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections import Counter
+
+import pytest
+
+from one_minute_jobs import HAVE_MNIST, MNIST
+from report_shot import hex_rgb, read_png, shoot
+from slurm_harness import PYTHON, REPO
+from tf_for_slurm.cli.report_page import COLOURS, MARK_HEIGHT, MARK_WIDTH, RUNNING, STEP_COLOURS, SWATCH
+from tf_for_slurm.plan.step_timeline import parse_line
+
+pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
+
+
+@pytest.mark.timeout(660)
+def test_the_report_of_a_job_with_a_restart_and_a_requeue(one_minute_jobs, tmp_path):
+    entry = one_minute_jobs["submit"]
+    folder, job = entry["folder"], str(entry["job"])
+    assert entry.get("killed"), "worker 1 was not killed in the first run (it never trained there?)"
+    events = [e for e in map(parse_line, (folder / "timeline.jsonl").read_text().splitlines()) if e]
+    runs = [e for e in events if e["event"] == "step_start"]
+    assert len(runs) >= 2 and len({e["job"] for e in events}) == 1, [(e["event"], e["rank"]) for e in events]
+    restarts = [e for e in events if e["event"] == "restart"]
+    assert [(e["rank"], e["role"], e["index"]) for e in restarts] == [(2, "worker", 1)], restarts
+    assert runs[0]["at"] < restarts[0]["at"] < runs[1]["at"]  # in the first run
+    # batch.json keeps the training's progress at each run's end: the last run's per task, the earlier runs' steps
+    batch = json.loads((folder / "batch.json").read_text())
+    assert {"1", "2"} <= set(batch["progress"]) and all("history" not in t for t in batch["progress"].values())
+    assert batch["history"] and all(isinstance(run.get("step"), int) for run in batch["history"]), batch["history"]
+    assert batch["history"][0]["step"] < batch["step"], batch
+    # the page, written into the job folder by the command a user runs
+    done = subprocess.run([PYTHON, "-m", "tf_for_slurm", "report", job, "--folder", str(folder.parent)],
+                          capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert done.returncode == 0, done.stderr
+    page = folder / "report.html"
+    assert done.stdout.strip() == str(page) and page.stat().st_mode & 0o777 == 0o600
+    html = page.read_text()
+    assert "worker 1 (rank 2" in html and "requeue" in html and "http://" not in html and "https://" not in html
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium): the page was not rendered")
+    png = folder / "report.png"  # kept beside the page: the README's picture is one of these
+    shoot(page, png, height=700, profile=tmp_path)
+    width, height, pixels = read_png(png)
+    assert (width, height) == (1200, 700)
+    counts = Counter(pixels)
+    legend, one_mark = SWATCH * SWATCH, MARK_WIDTH * MARK_HEIGHT
+    assert counts[hex_rgb(RUNNING)] > 20 * legend, "no running bars"
+    for kind in ("start", "restart", "requeue", "end"):
+        seen = counts[hex_rgb(COLOURS[kind])]
+        assert seen >= legend + one_mark, f"{kind} ({COLOURS[kind]}): {seen} px, only its legend's {legend} or less"
+    for colour in STEP_COLOURS[:2]:  # the two workers' step curves
+        assert counts[hex_rgb(colour)] > legend + 100, f"the step curve {colour} is missing"
