@@ -19,7 +19,8 @@
   tasks_per_node= contradict the plan ends with one fix line (tf_slurm_resolver).
 - TF_SLURM_PROGRESS_FILE (a progress deadline), unless TF_SLURM_PROGRESS_CAPTURE is `0`: an unmodified
   script's progress (Keras fit batches, optimizer steps, the TF1 global step) is written there, so a
-  hang is noticed without `tf_for_slurm.report_progress()` (tf_slurm_progress).
+  hang is noticed without `tf_for_slurm.report_progress()` (tf_slurm_progress); a checkpoint save
+  is progress while it runs (tf_slurm_save_progress).
 - TF_SLURM_SUPERVISED (any command under exec): SIGQUIT writes every thread's Python stack to stderr
   (faulthandler), which is how a task exec's hub found hung leaves its stacks in its log.
 - Always: MultiWorkerMirroredStrategy's peer health check waits without holding the GIL, so a slow
@@ -85,9 +86,11 @@ if _role:
 
 _progress = _os.environ.get("TF_SLURM_PROGRESS_FILE", "")
 if _progress and _os.environ.get("TF_SLURM_PROGRESS_CAPTURE", "").strip().lower() not in ("0", "false", "no", "off"):
-    from tf_slurm_progress import install as _install_progress  # this shim's own directory
+    from tf_slurm_progress import _capture as _progress_capture, install as _install_progress  # the shim's dir
+    from tf_slurm_save_progress import install as _install_saves
 
     _install_progress(_progress)
+    _install_saves(_progress_capture[0])  # a checkpoint save is progress too
 
 if _os.environ.get("TF_SLURM_SUPERVISED"):  # exec's hang rule: SIGQUIT writes the Python stacks, then SIGKILL
     try:
