@@ -70,8 +70,10 @@ def test_parse_seconds_accepts(value, kwargs, number):
     ("3600", {"hi": 3600.0, "lo_open": True}, "S='3600': expected seconds, a number > 0 and < 3600"),
     (True, {}, "S=True: expected seconds, a number >= 0"),
     (None, {}, "S=None: expected seconds, a number >= 0"),
+    ("x", {"unit": "a factor", "lo_open": True}, "S='x': expected a factor, a number > 0"),
 ])
 def test_parse_seconds_refuses_in_one_line(value, kwargs, message):
     with pytest.raises(UsageError) as info:
         parse_seconds(value, "S", **kwargs)
     assert message in str(info.value) and "\n" not in str(info.value)
+

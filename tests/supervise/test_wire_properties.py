@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from wire_peer import key_for
 
+from tf_for_slurm.errors import UsageError
 from tf_for_slurm.plan import localhost_plan
 from tf_for_slurm.plan.restart_policy import RestartPolicy
 from tf_for_slurm.plan.step_watch import StepWatch
@@ -406,3 +407,11 @@ def test_spoke_proven_hub_is_bounded(pieces, close, restarts, sent, join):
         assert side.max_inbuf <= MAX_LINE + RECV
     finally:
         side.close()
+
+
+def test_the_hang_factor_is_a_factor_not_seconds():
+    with pytest.raises(UsageError, match=r"^TF_SLURM_HANG_FACTOR='ten': expected a factor, a number > 0$"):
+        Timing.from_env({"TF_SLURM_HANG_FACTOR": "ten"})
+    with pytest.raises(UsageError, match=r"^TF_SLURM_HANG_AFTER='x': expected seconds, a number >= 0$"):
+        Timing.from_env({"TF_SLURM_HANG_AFTER": "x"})
+    assert Timing.from_env({"TF_SLURM_HANG_FACTOR": "2.5"}).hang_factor == 2.5

@@ -104,7 +104,7 @@ HANG_AFTER = _setting("TF_SLURM_HANG_AFTER", "seconds", "60", "a task that repor
                       "shim's, or `report_progress(step=...)`) and made none for max(TF_SLURM_HANG_FACTOR x its "
                       "median step time, this) is hung: its stacks to its log, then ended and restarted by the "
                       "restart policy (`0`: off)")
-HANG_FACTOR = _setting("TF_SLURM_HANG_FACTOR", "seconds", "10", "the hang bound in median step times (see "
+HANG_FACTOR = _setting("TF_SLURM_HANG_FACTOR", "factor", "10", "the hang bound in median step times (see "
                        "TF_SLURM_HANG_AFTER)")
 PROGRESS_CAPTURE = _setting("TF_SLURM_PROGRESS_CAPTURE", "flag", "1", "`0`: the shim does not report an unmodified "
                             "script's training progress (Keras fit batches, optimizer steps, TF1 global step)")
@@ -195,12 +195,14 @@ def seconds(env: Mapping[str, str], name: str, lo: float = 0.0, hi: Optional[flo
     `given_name` in the message.  Why here: every seconds setting, with or without an option in
     front of it, is read and checked by this one function (plan.numbers.parse_seconds).
     """
+    known = REGISTRY.get(name)
+    unit = "a factor" if known is not None and known.kind == "factor" else "seconds"  # TF_SLURM_HANG_FACTOR
     if given is not None:
-        return parse_seconds(given, given_name or name, lo, hi, lo_open)
+        return parse_seconds(given, given_name or name, lo, hi, lo_open, unit)
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return None
-    return parse_seconds(raw, name, lo, hi, lo_open)
+    return parse_seconds(raw, name, lo, hi, lo_open, unit)
 
 
 def default_seconds(name: str) -> float:

@@ -53,14 +53,15 @@ def parse_int(value: object, name: str, minimum: Optional[int] = None, maximum: 
     return number
 
 
-def seconds_expected(lo: float = 0.0, hi: Optional[float] = None, lo_open: bool = False) -> str:
-    """'seconds, a number >= 0', '... > 0', '... > 0 and < 3600' (the settings' words since they began)."""
+def seconds_expected(lo: float = 0.0, hi: Optional[float] = None, lo_open: bool = False, unit: str = "seconds") -> str:
+    """'seconds, a number >= 0', '... > 0', '... > 0 and < 3600' (the settings' words since they began);
+    `unit`: what the number is (a factor: 'a factor, a number > 0')."""
     bounds = f"{'>' if lo_open else '>='} {lo:g}" + (f" and < {hi:g}" if hi is not None else "")
-    return f"seconds, a number {bounds}"
+    return f"{unit}, a number {bounds}"
 
 
 def parse_seconds(value: object, name: str, lo: float = 0.0, hi: Optional[float] = None,
-                  lo_open: bool = False) -> float:
+                  lo_open: bool = False, unit: str = "seconds") -> float:
     """A number of seconds (text as `float()` reads it, or a number; not a bool) in [lo, hi), or
     (lo, hi) with lo_open, else one UsageError naming `name` and the value."""
     try:
@@ -68,5 +69,5 @@ def parse_seconds(value: object, name: str, lo: float = 0.0, hi: Optional[float]
     except (TypeError, ValueError):
         number = float("nan")  # fails every comparison below
     if not ((number > lo if lo_open else number >= lo) and (hi is None or number < hi)):
-        raise UsageError(bad_value(name, value, seconds_expected(lo, hi, lo_open)))
+        raise UsageError(bad_value(name, value, seconds_expected(lo, hi, lo_open, unit)))
     return number
