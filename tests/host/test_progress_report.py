@@ -26,3 +26,23 @@ def test_it_touches_the_watched_file_at_most_twice_a_second(tmp_path, monkeypatc
 def test_a_missing_file_is_created(tmp_path, monkeypatch):
     monkeypatch.setattr(progress_report, "_last", [0.0])
     assert report_progress({PROGRESS_FILE: str(tmp_path / "new")}) is True and (tmp_path / "new").exists()
+
+
+def test_a_shorter_report_overwrites_the_whole_longer_one_in_one_write(tmp_path, monkeypatch):
+    """The file is rewritten in place (pwrite, then ftruncate): a shorter line is padded to the old
+    line's length, so a reader between the two sees one whole report, never the old one's tail."""
+    from tf_for_slurm.plan.train_progress import parse_report
+
+    path = tmp_path / "progress"
+    path.write_text("")
+    writes = []
+    real = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, at: (writes.append(data), real(fd, data, at))[1])
+    monkeypatch.setattr(progress_report, "_last", [0.0])
+    assert report_progress({PROGRESS_FILE: str(path)}, step=123456, loss=0.123456, target=999999)
+    long = path.read_text()
+    monkeypatch.setattr(progress_report, "_last", [0.0])
+    assert report_progress({PROGRESS_FILE: str(path)}, step=7)
+    assert len(writes[-1]) == len(long.encode()) and writes[-1].endswith(b"\n")
+    report = parse_report(writes[-1].decode())
+    assert report is not None and report.step == 7 and report.loss is None

@@ -14,7 +14,7 @@ import time
 from typing import Mapping, Optional
 
 from tf_for_slurm.host import settings
-from tf_for_slurm.plan.train_progress import Report, report_line
+from tf_for_slurm.plan.train_progress import MAX_REPORT_BYTES, Report, report_line
 
 _last = [0.0]  # monotonic time of the last touch: at most one per MIN_INTERVAL
 MIN_INTERVAL = 0.5
@@ -28,6 +28,9 @@ def _write(path: str, line: str) -> bool:
         return False
     try:
         data = (line + "\n").encode()
+        size = os.fstat(fd).st_size
+        if len(data) < size <= MAX_REPORT_BYTES:  # the whole old line overwritten in one write (as the shim does):
+            data = data[:-1] + b" " * (size - len(data)) + b"\n"  # a reader never sees its tail after the new one
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
     except OSError:
