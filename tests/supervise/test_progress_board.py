@@ -68,7 +68,7 @@ def test_an_earlier_runs_tracks_go_on_and_are_not_judged_hung(tmp_path):
     assert hangs.look(restored.tracks, watch, NOW + 3600, mono) == []
     # once it progressed in this run and stopped for the bound: hung
     feed(restored, 0, 3, t0=NOW + 3601, start=100)
-    assert hangs.look(restored.tracks, watch, NOW + 3603 + 61, mono + 10) == [0]
+    assert hangs.look(restored.tracks, watch, NOW + 3603 + 61, mono + 10) == [(0, True)]
 
 
 def test_status_snapshot_and_view_show_the_training():

@@ -13,7 +13,7 @@ gets SIGQUIT first (the shim's faulthandler writes its Python stacks), then SIGK
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tf_for_slurm.plan.restart_policy import hang_victims
 from tf_for_slurm.plan.step_status import task_state
@@ -28,7 +28,7 @@ LOOK_EVERY = 1.0  # seconds between looks
 
 
 class HangWatch:
-    """Looks at the tracks once a second (`look`); the ranks to end now, once per hang."""
+    """Looks at the tracks once a second (`look`); the hung tasks now, once per hang."""
 
     def __init__(self, floor: float, factor: float, tasks: Sequence[Any], strategy: str, chief: int,
                  names: Mapping[int, str]):
@@ -40,7 +40,10 @@ class HangWatch:
         self.found = 0  # hangs found (for the summary and tests)
         self.record: List[Dict[str, Any]] = []  # the last MAX_HANGS hung tasks: rank, wall time, detail (status.json)
 
-    def look(self, tracks: Mapping[int, Track], watch: StepWatch, wall: float, mono: float) -> List[int]:
+    def look(self, tracks: Mapping[int, Track], watch: StepWatch, wall: float,
+             mono: float) -> List[Tuple[int, bool]]:
+        """The hung tasks found now, each with whether to end it (the victims) or only have it write
+        its stacks (a hung task its group's restart ends: every stuck task's stacks are in its log)."""
         if self.floor <= 0 or mono < self._next or not tracks or watch.decided:
             return []
         self._next = mono + LOOK_EVERY
@@ -60,6 +63,7 @@ class HangWatch:
                 f"no training step for {round(hang.silent_for)} s at step {hang.last_step.get(rank)}")})
         del self.record[:-MAX_HANGS]
         victims = hang_victims(self.strategy, [(r, self.role.get(r, "worker"), r == self.chief) for r in hang.ranks])
-        log.error("hung: %s; ending %s, its Python stacks first, in its log (the restart policy decides what "
-                  "starts again)", hang.line(self.names), ", ".join(self.names.get(r, str(r)) for r in victims[:8]))
-        return victims
+        log.error("hung: %s; ending %s (the restart policy decides what starts again); the Python stacks of "
+                  "every hung task go to its log", hang.line(self.names),
+                  ", ".join(self.names.get(r, str(r)) for r in victims[:8]))
+        return [(r, True) for r in victims] + [(r, False) for r in hang.ranks if r not in victims]

@@ -147,8 +147,8 @@ class Hub:
             self._log(watch)
             self.command.tick(now)
             self.board.add(self.rank, self.command.take_report(), time.time())
-            for rank in self.hangs.look(self.board.tracks, watch, time.time(), now):
-                self._end_hung(rank, now)
+            for rank, kill in self.hangs.look(self.board.tracks, watch, time.time(), now):
+                self._end_hung(rank, now, kill)
             self._write_status(watch, now)
             if watch.finished(now) and not self.command.running:
                 return
@@ -193,13 +193,13 @@ class Hub:
                 self.reported = True
                 self._apply(watch.exit(self.rank, NOT_RUN, now))
 
-    def _end_hung(self, rank: int, now: float) -> None:
-        """A hung task (supervise.hang_watch): its stacks into its log, its end; the restart policy follows."""
+    def _end_hung(self, rank: int, now: float, kill: bool) -> None:
+        """A hung task (supervise.hang_watch): its stacks into its log, its end if `kill` (then the restart policy)."""
         conn = self.conns.get(rank)
         if rank == self.rank and self.command is not None:
-            self.command.hang_kill(now)
+            self.command.hang_kill(now, kill)
         elif conn is not None:
-            conn.send("hang")
+            conn.send("hang" if kill else "stacks")
 
     def _finish(self, watch: StepWatch) -> int:
         """The step's end: who never confirmed it, the final status file and summary; the status."""

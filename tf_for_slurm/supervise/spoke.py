@@ -342,9 +342,9 @@ class Spoke:
             why = line.split(None, 2)[2] if len(parts) > 2 else ""
             self._carry_out(sel, self.watch.end(parse_status(parts[1]) or 0, why), time.monotonic())
             return True
-        elif parts == ["hang"]:  # the hub found this task hung (supervise.hang_watch): its stacks, its end
+        elif parts in (["hang"], ["stacks"]):  # found hung (supervise.hang_watch): its stacks, then its end or not
             if self.command is not None:
-                self.command.hang_kill(time.monotonic())
+                self.command.hang_kill(time.monotonic(), kill=parts == ["hang"])
             return True
         elif parts == ["ack"]:
             self.watch.ack()

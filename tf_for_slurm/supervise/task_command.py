@@ -85,16 +85,17 @@ class TaskCommand:
             log.error("%s%s: killing it (SIGKILL)", hung, self.who)
             self.child.signal(signal.SIGKILL)
 
-    def hang_kill(self, now: float) -> None:
+    def hang_kill(self, now: float, kill: bool = True) -> None:
         """Hung (the hub's rule, supervise.hang_watch): SIGQUIT to the command (the shim's faulthandler
-        writes its Python stacks to its log), SIGKILL to its group STACKS_GRACE later (tick)."""
+        writes its Python stacks to its log), SIGKILL to its group STACKS_GRACE later (tick); without
+        `kill` the stacks only (a hung task whose group's restart ends it)."""
         if self.child is None or self.child.status is not None or self.child.ending or self._hang_kill_at:
             return
         try:
             os.kill(self.child.proc.pid, signal.SIGQUIT)
         except (ProcessLookupError, PermissionError):
             pass
-        self._hang_kill_at = now + STACKS_GRACE
+        self._hang_kill_at = now + STACKS_GRACE if kill else 0.0
 
     def deadlines(self) -> List[float]:
         """When tick has something to do next."""

@@ -11,6 +11,7 @@ Then:
   spoke -> hub: ``hb``, ``exit <status>``, ``bye <status>``, ``started`` (its command runs again after a restart)
   spoke -> hub: ``progress <json>`` (its command's newest progress report, plan.train_progress; one a second)
   hub -> spoke: ``end <status> <why>``, ``ack`` (for exit/bye), ``hang`` (its command is hung: stacks, then its end),
+                ``stacks`` (its command is hung and its group's restart ends it: its stacks only),
                 ``restart <delay seconds>`` (instead of ``ack`` for an exit: start the command again in place),
                 ``regroup <delay seconds>`` (its group restarts: end the command, start it again that long after
                 it ended, no exit report)
