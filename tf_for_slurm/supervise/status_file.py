@@ -45,12 +45,12 @@ class StatusFile:
         if not (force and not self.broken) and not self.due(now, changes):
             return
         data = build()
-        self.timeline.see(data)
         try:
-            write_json(self.path, data)
+            write_json(self.path, data)  # it makes the folder: the timeline goes beside it, after
         except OSError as exc:
             self.broken = True
             log.warning("cannot write the step's status to %s: %s (status file off)", self.path, exc.strerror or exc)
             return
         self.written_at, self.changes = now, changes
         self.writes += 1
+        self.timeline.see(data)
