@@ -71,6 +71,30 @@ def test_an_earlier_runs_tracks_go_on_and_are_not_judged_hung(tmp_path):
     assert hangs.look(restored.tracks, watch, NOW + 3603 + 61, mono + 10) == [(0, True)]
 
 
+def _two_workers(strategy):
+    tasks = [SimpleNamespace(rank=r, role="worker", index=r, node=f"n{r}") for r in (0, 1)]
+    mono = time.monotonic()
+    watch = StepWatch(step_roles(tasks, strategy), [0, 1], {0: "w0", 1: "w1"}, local_rank=0, now=mono)
+    for r in (0, 1):
+        watch.join(r, mono)
+    board = ProgressBoard()
+    feed(board, 0, 5, t0=NOW - 1)  # its last report 0.6 s after worker 1's
+    feed(board, 1, 5, t0=NOW - 1.6)
+    return tasks, watch, board, HangWatch(60, 10, tasks, strategy, 0, {0: "w0", 1: "w1"}), mono - 1
+
+
+def test_a_synchronous_hang_found_one_task_at_a_time_is_one_hang():
+    # MWMS: the workers' last reports 0.6 s apart; the first look finds worker 1 (its group restarts), the
+    # next second's must not find worker 0 as a second hang while that restart is under way
+    tasks, watch, board, hangs, mono = _two_workers("mwms")
+    assert hangs.look(board.tracks, watch, NOW + 62.7, mono + 100) == [(1, True)]
+    assert hangs.look(board.tracks, watch, NOW + 63.7, mono + 101) == []
+    assert hangs.found == 1
+    # TF1: each worker restarts alone: a second worker stuck later is a hang of its own
+    tasks, watch, board, hangs, mono = _two_workers("tf1")
+    assert hangs.look(board.tracks, watch, NOW + 62.7, mono + 100) == [(1, True)]
+    assert hangs.look(board.tracks, watch, NOW + 63.7, mono + 101) == [(0, True)]
+
 def test_status_snapshot_and_view_show_the_training():
     board = ProgressBoard()
     feed(board, 0, 10)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from tf_for_slurm.plan.restart_policy import hang_victims
+from tf_for_slurm.plan.restart_policy import GROUP, hang_victims, restart_scope
 from tf_for_slurm.plan.step_status import task_state
 from tf_for_slurm.plan.step_timeline import MAX_HANGS
 from tf_for_slurm.plan.step_watch import StepWatch
@@ -63,6 +63,9 @@ class HangWatch:
                 f"no training step for {round(hang.silent_for)} s at step {hang.last_step.get(rank)}")})
         del self.record[:-MAX_HANGS]
         victims = hang_victims(self.strategy, [(r, self.role.get(r, "worker"), r == self.chief) for r in hang.ranks])
+        if restart_scope(self.strategy, self.role.get(victims[0], "worker"), victims[0] == self.chief)[0] == GROUP:
+            for rank in running:  # the group's restart is under way: a task found a second later is the same hang
+                self.since[rank] = wall
         log.error("hung: %s; ending %s (the restart policy decides what starts again); the Python stacks of "
                   "every hung task go to its log", hang.line(self.names),
                   ", ".join(self.names.get(r, str(r)) for r in victims[:8]))
