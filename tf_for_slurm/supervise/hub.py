@@ -228,7 +228,7 @@ class Hub:
 
     def _write_status(self, watch: StepWatch, now: float, final: Optional[Dict[str, Any]] = None) -> None:
         if self.status is not None:
-            self.status.update(now, watch.changes + self.board.changes, lambda: final or self._snapshot(watch),
+            self.status.update(now, watch.changes, lambda: final or self._snapshot(watch),  # progress: each refresh
                                force=final is not None)
 
     def _next_wakeup(self, now: float, next_tick: float, resume: Optional[float]) -> float:

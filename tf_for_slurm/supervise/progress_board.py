@@ -19,20 +19,20 @@ HISTORY_UP_TO = 256  # tasks: a larger step's status file keeps no step history 
 
 
 class ProgressBoard:
-    """Per task (rank), its progress Track; `changes` counts what the status file has not shown."""
+    """Per task (rank), its progress Track.  Progress alone does not make the hub rewrite its status
+    file: the file's refresh (every 5 s) shows it; at 128 tasks a rewrite a second of every task's
+    step history cost more than the 2% of a core the hub may spend (bench/bench_status_progress.py)."""
 
     def __init__(self, asynchronous: bool = False) -> None:
         self.asynchronous = asynchronous  # TF1, PSS: each worker steps on its own, a slow one can be named
         self.tracks: Dict[int, Track] = {}
         self._read_at: Dict[int, float] = {}
-        self.changes = 0
 
     def add(self, rank: int, report: Optional[Report], now: float) -> None:
         """A report of task `rank` (now: the hub's wall clock); None: none came."""
         if report is None:
             return
         self.tracks.setdefault(rank, Track()).add(report, now)
-        self.changes += 1
 
     def hear(self, rank: int, text: str, now: float) -> bool:
         """A `progress` line's JSON from task `rank`; False when it is not a report (a protocol error)."""
