@@ -1,4 +1,4 @@
-"""What training progress costs the hub: N tasks each reporting `progress <json>` once a second (the
+"""What training progress costs the hub: N tasks each reporting `progress <json>` once in 2 s (the
 spoke's rate, spoke.REPORT_EVERY), against the same step without progress (issue: "status with 128
 tasks reporting: hub CPU at most 2% of a core").
 
@@ -11,9 +11,9 @@ other tasks' supervisors are simulated by `--sims` processes (each one selectors
 connections) that speak the wire words as `Spoke` does (docs/INTERFACES.md): `hello <rank> local.0
 <nonce>`, the hub's `challenge` checked and answered with `proof` (the step's key from
 TF_SLURM_SECRET, set here), `hb` at the interval the hub's `ok` asks for, and, with progress on,
-`progress {"v":1,"step":S,"t":T,"kind":"tf1","loss":L,"target":X}` once a second per task, its step
-advancing 10 a second (so every task has a track and the hang rule's once-a-second look in the hub
-judges all of them; no task is ever hung), each task's report at its own phase within the second.
+`progress {"v":1,"step":S,"t":T,"kind":"tf1","loss":L,"target":X}` at the spoke's rate per task, its
+step advancing 10 a second (so every task has a track and the hang rule's look in the hub judges all
+of them; no task is ever hung), each task's report at its own phase.
 
 Three hub runs per size, the same heartbeats in each:
   off   no progress lines (the baseline: status.json rewritten every 5 s, no tracks, no hang look);
@@ -30,12 +30,12 @@ the interpreter's own start.  Then, in this process, what one second of the prog
 part (reports read, hang look, the status file's progress part and its write).  Target: with
 progress, <= 2% of a core at 128 tasks.
 
-Measured on this repository's 2-core machine (another test run loading it, load average 2.7; defaults,
-3.5 min): hub CPU without / with progress (cold) / with progress (warm): 128 tasks 0.13% / 3.60% / 5.00%
-(status.json 386 KiB warm, `tf-slurm status --json` 170-410 ms); 1024 tasks 0.43% / 12.07% / 14.30%
-(249 KiB, 156-271 ms): the target is MISSED.  Of the 128-task warm cost, rewriting status.json every
-second with 127 x 120-240 history points is 14 ms a second (the to_json 5 ms); at 1024 tasks reading
-the reports is 16-20 ms a second and the rest of the measured 12% is per-line work in the hub's loop.
+Measured on this repository's 2-core machine (nothing else running, defaults, 3.5 min): hub CPU
+without / with progress (cold) / with progress (warm): 128 tasks 0.13% / 1.70% / 2.23% (status.json
+376 KiB warm, `tf-slurm status --json` 150-170 ms); 1024 tasks 0.50% / 7.33% / 7.80%.  The first
+version (a report a second, the status file rewritten each second a report came, the hang look each
+second) measured 0.13% / 3.60% / 5.00% and 0.43% / 12.07% / 14.30%.  Of the 128-task warm cost, the
+parts measured in-process are 0.58%; the rest is the hub's handling of each progress line.
 """
 
 from __future__ import annotations
@@ -110,6 +110,7 @@ def sim_main(argv) -> int:
     a = p.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from tf_for_slurm.supervise.handshake import new_nonce, proof, proof_ok
+    from tf_for_slurm.supervise.spoke import REPORT_EVERY  # the real spoke's rate
 
     key = _key()
     sel = selectors.DefaultSelector()
@@ -151,7 +152,7 @@ def sim_main(argv) -> int:
                                    "loss": round(1.0 / (1 + step), 6), "target": TARGET}, separators=(",", ":"))
                 send(rank, "progress " + line)
                 st["progress"] += 1
-                heapq.heappush(due, (when + 1.0, rank, "progress"))
+                heapq.heappush(due, (when + REPORT_EVERY, rank, "progress"))
         timeout = max(0.0, (due[0][0] if due else now + 1.0) - time.monotonic())
         for k, _mask in sel.select(min(timeout, 1.0)):
             if k.data is None:
@@ -193,7 +194,7 @@ def sim_main(argv) -> int:
                     now = time.monotonic()
                     heapq.heappush(due, (now + c[4], rank, "hb"))
                     if a.progress:  # each task at its own phase within the second
-                        heapq.heappush(due, (now + (rank * 0.6180339) % 1.0, rank, "progress"))
+                        heapq.heappush(due, (now + (rank * 0.6180339) % REPORT_EVERY, rank, "progress"))
                 elif parts[:1] == ["end"]:
                     st["ends"] += 1
     for c in conns.values():
@@ -388,6 +389,11 @@ def main(argv=None) -> int:
     p.add_argument("--reads", type=int, default=5, help="`tf-slurm status --json` runs timed (default 5)")
     p.add_argument("--quick", action="store_true", help="10 s windows, 3 status reads")
     a = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from tf_for_slurm.supervise.hang_watch import LOOK_EVERY
+    from tf_for_slurm.supervise.spoke import REPORT_EVERY
+    from tf_for_slurm.supervise.status_file import REFRESH
+
     if a.quick:
         a.window, a.reads, a.settle = 10.0, 3, 2.0
     if not os.environ.get("TF_SLURM_SECRET"):  # the hub and the simulated spokes derive one key from it
@@ -405,7 +411,8 @@ def main(argv=None) -> int:
     parts = {(size, warm): breakdown(size, warm) for size in sorted({s for s, _ in rows}) for warm in (False, True)}
     print()
     print(f"hub CPU, % of one core, over {a.window:g} s windows ({os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}); each task: a progress report a second (on), heartbeats in every run")
+          f"{os.getloadavg()[0]:.1f}); each task: a progress report every {REPORT_EVERY:g} s (on), heartbeats in "
+          "every run")
     on_modes = [m for m in modes if m != "off"]
     head = f"{'tasks':>6} {'without %':>10}" + "".join(f" {'with (' + m + ') %':>15} {'diff':>7}" for m in on_modes) \
         + f" {'status KiB':>11} {'status read ms':>15}"
@@ -426,16 +433,18 @@ def main(argv=None) -> int:
     print(f"(status read: `tf-slurm status <folder> --json`, a fresh Python each time, on the "
           f"{on_modes[-1] if on_modes else 'off'} run's status.json; `python -c pass` alone: {bare:.0f} ms)")
     print()
-    print("where a second of progress goes, in-process CPU ms (the hub does each once a second; cold: 30 s of "
+    print("where a second of progress goes, in-process CPU ms (each part at the hub's own rate; cold: 30 s of "
           "tracks, warm: 240 s)")
     print(f"{'tasks':>6} {'tracks':>6} {'reports read':>13} {'hang look':>10} {'progress to_json':>17} "
           f"{'its write':>10} {'sum = % core':>13}")
+    look_every = min(max(60.0 / 12, LOOK_EVERY[0]), LOOK_EVERY[1])  # at the default floor, 60 s
     for (size, warm), ms in parts.items():
-        total = sum(ms.values())
-        print(f"{size:>6} {'warm' if warm else 'cold':>6} {ms['reports']:>13.2f} {ms['hang look']:>10.2f} "
-              f"{ms['to_json']:>17.2f} {ms['write']:>10.2f} {total / 10:>12.2f}%")
-    print("(the status file is rewritten at most once a second while anything changed, and every progress report "
-          "is a change; snapshot of the task rows not included)")
+        per_s = {"reports": ms["reports"] / REPORT_EVERY, "hang look": ms["hang look"] / look_every,
+                 "to_json": ms["to_json"] / REFRESH, "write": ms["write"] / REFRESH}
+        print(f"{size:>6} {'warm' if warm else 'cold':>6} {per_s['reports']:>13.2f} {per_s['hang look']:>10.2f} "
+              f"{per_s['to_json']:>17.2f} {per_s['write']:>10.2f} {sum(per_s.values()) / 10:>12.2f}%")
+    print(f"(each task's report read once in {REPORT_EVERY:g} s, the hang look every {look_every:g} s, the status "
+          f"file's progress written every {REFRESH:g} s; snapshot of the task rows not included)")
     if any(s == 128 for s, _ in rows) and on_modes:
         print(f"target: with progress, <= 2% of a core at 128 tasks: {'met' if met else 'MISSED'}")
     return 0

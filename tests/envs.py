@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from tf_for_slurm.host.slurm import expand_nodelist, parse_tasks_per_node
 
 
@@ -80,3 +82,14 @@ BAD_ENVS = [
     ({"SLURM_CPUS_PER_TASK": "0"}, "SLURM_CPUS_PER_TASK='0': expected an integer >= 1"),
     ({"SLURM_MEM_PER_CPU": "lots"}, "SLURM_MEM_PER_CPU='lots': expected memory in MB"),
 ]
+
+
+def no_slurm_env(tmp_path) -> dict:
+    """This process's environment with an scontrol that knows no job (as when Slurm has forgotten it)
+    first on PATH, and the jobs root under tmp_path."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "scontrol"
+    fake.write_text("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TF_SLURM_JOBS_ROOT": str(tmp_path / "jobs")}

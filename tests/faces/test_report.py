@@ -10,6 +10,7 @@ import re
 import stat
 
 import pytest
+from envs import no_slurm_env
 from report_shot import HOSTILE, recorded_job
 
 from tf_for_slurm.cli.report_page import COLOURS
@@ -18,12 +19,7 @@ from tf_for_slurm.cli.report_page import COLOURS
 @pytest.fixture
 def env(tmp_path):
     """An environment whose scontrol knows no job, and the jobs root under tmp_path."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "scontrol"
-    fake.write_text("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TF_SLURM_JOBS_ROOT": str(tmp_path / "jobs")}
+    return no_slurm_env(tmp_path)
 
 
 def test_the_page_of_a_requeued_relaunched_job(tmp_path, env, cli_runs):

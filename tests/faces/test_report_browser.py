@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from report_shot import hex_rgb, read_png, recorded_job, shoot
 
-from tf_for_slurm.cli.report import REPORT, report_of, write_private
+from tf_for_slurm.cli.report import REPORT, report_of
+from tf_for_slurm.host.job_folder import write_text
 from tf_for_slurm.cli.report_page import COLOURS, MARK_HEIGHT, MARK_WIDTH, RUNNING, STEP_COLOURS, SWATCH, page
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None,
@@ -30,7 +31,7 @@ ONE_MARK = MARK_WIDTH * MARK_HEIGHT
 def _render(tmp_path: Path, html: str) -> Counter:
     folder = tmp_path / "4242"
     path = folder / REPORT
-    write_private(str(path), html)
+    write_text(str(path), html)
     png = tmp_path / "shot.png"
     shoot(path, png, profile=tmp_path)
     width, height, pixels = read_png(png)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from envs import no_slurm_env
 
 from tf_for_slurm.cli.status import gather, render
 from tf_for_slurm.host.scontrol import JobAnswer
@@ -44,12 +45,7 @@ def cli(runs, *args, env, timeout=60):
 @pytest.fixture
 def no_slurm(tmp_path):
     """An environment whose scontrol knows no job (as when Slurm has forgotten it)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "scontrol"
-    fake.write_text("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TF_SLURM_JOBS_ROOT": str(tmp_path / "jobs")}
+    return no_slurm_env(tmp_path)
 
 
 def start_local(env, gate, job_id, extra_env=None, output=None):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from typing import IO, Callable, List, Optional, Tuple
 
 from tf_for_slurm.cli.report_page import page
@@ -67,23 +66,6 @@ def report_of(folder: str, job_id: Optional[str]) -> Report:
     return build(job, status, batch, timeline, notes)
 
 
-def write_private(path: str, text: str) -> None:
-    """Write `text` so a reader sees the old file or the new one (temporary file, then rename), mode
-    0600 as the job folder's files (job_folder.write_json's way)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def main(args: argparse.Namespace, out: Optional[IO[str]] = None,
          lookup: Callable[[str], JobAnswer] = ask_job) -> int:
     """`tf-slurm report`: write the page, print its path."""
@@ -91,7 +73,7 @@ def main(args: argparse.Namespace, out: Optional[IO[str]] = None,
     folder, job_id = locate(args.job, args.folder, lambda job: lookup(job).info)
     path = args.output or os.path.join(folder, REPORT)
     try:
-        write_private(path, page(report_of(folder, job_id)))
+        job_folder.write_text(path, page(report_of(folder, job_id)))
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     out.write(path + "\n")

@@ -78,15 +78,21 @@ FOLDER_MODE = 0o700  # the job folder: its owner's alone (files in it: 0600, mks
 
 
 def write_json(path: str, data: Mapping[str, Any]) -> None:
-    """Write `data` so that a reader sees the old file or the new one, never half of one.  The
-    temporary file has a random name made with O_EXCL (mkstemp, mode 0600): a name another user
-    could guess and plant a symlink at would let them overwrite any file of ours."""
+    """Write `data` as one line of JSON (write_text)."""
+    write_text(path, json.dumps(data, separators=(",", ":")) + "\n")  # dumps: C encoder (dump is pure Python)
+
+
+def write_text(path: str, text: str) -> None:
+    """Write `text` so that a reader sees the old file or the new one, never half of one (mode 0600,
+    the folder made 0700 if missing).  The temporary file has a random name made with O_EXCL
+    (mkstemp): a name another user could guess and plant a symlink at would let them overwrite any
+    file of ours."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, mode=FOLDER_MODE, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(data, separators=(",", ":")) + "\n")  # dumps: C encoder (dump is pure Python)
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -24,11 +24,11 @@ from tf_for_slurm.supervise.child_process import LOGGER
 
 log = logging.getLogger(LOGGER)
 
-LOOK_EVERY = 1.0  # seconds between looks
+LOOK_EVERY = (1.0, 5.0)  # seconds between looks: a twelfth of the floor, within these (60 s: 5 s)
 
 
 class HangWatch:
-    """Looks at the tracks once a second (`look`); the hung tasks now, once per hang."""
+    """Looks at the tracks every LOOK_EVERY (`look`); the hung tasks now, once per hang."""
 
     def __init__(self, floor: float, factor: float, tasks: Sequence[Any], strategy: str, chief: int,
                  names: Mapping[int, str]):
@@ -46,7 +46,7 @@ class HangWatch:
         its stacks (a hung task its group's restart ends: every stuck task's stacks are in its log)."""
         if self.floor <= 0 or mono < self._next or not tracks or watch.decided:
             return []
-        self._next = mono + LOOK_EVERY
+        self._next = mono + min(max(self.floor / 12, LOOK_EVERY[0]), LOOK_EVERY[1])
         start = self._start = self._start if self._start is not None else wall - (mono - watch.start)
         # a task (re)started is judged once it made progress since (its start-up is not a hang; the
         # tracks of an earlier run of the job, restored from its status file, are not this run's)

@@ -2,7 +2,7 @@
 
 Why a module of its own: the reports come from the spokes' `progress <json>` lines and from the
 hub's own command; the rules over them are pure (plan.train_progress); this keeps the tracks, drops
-what a task sends faster than its spoke may (one line a second, spoke.REPORT_EVERY: a flood from a
+what a task sends faster than its spoke may (one line in 2 s, spoke.REPORT_EVERY: a flood from a
 task that proved the step's key still costs the hub at most a parse a half-second), and gives the
 status file its `progress` part.
 """

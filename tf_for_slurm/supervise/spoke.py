@@ -31,7 +31,7 @@ from tf_for_slurm.supervise.task_command import TaskCommand
 from tf_for_slurm.supervise.wire import Conn, Timing, keepalive, note_failure, parse_delay, parse_status
 
 log = logging.getLogger(LOGGER)
-REPORT_EVERY = 1.0  # seconds between two progress lines to the hub (its load: one line a second a task)
+REPORT_EVERY = 2.0  # seconds between two progress lines to the hub (its load; status shows them every 5 s)
 
 
 
