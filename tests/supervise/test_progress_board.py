@@ -85,15 +85,16 @@ def _two_workers(strategy):
 
 def test_a_synchronous_hang_found_one_task_at_a_time_is_one_hang():
     # MWMS: the workers' last reports 0.6 s apart; the first look finds worker 1 (its group restarts), the
-    # next second's must not find worker 0 as a second hang while that restart is under way
+    # next look (5 s later at the 60 s floor) must not find worker 0 as a second hang while that restart
+    # is under way
     tasks, watch, board, hangs, mono = _two_workers("mwms")
     assert hangs.look(board.tracks, watch, NOW + 62.7, mono + 100) == [(1, True)]
-    assert hangs.look(board.tracks, watch, NOW + 63.7, mono + 101) == []
+    assert hangs.look(board.tracks, watch, NOW + 68.7, mono + 106) == []
     assert hangs.found == 1
     # TF1: each worker restarts alone: a second worker stuck later is a hang of its own
     tasks, watch, board, hangs, mono = _two_workers("tf1")
     assert hangs.look(board.tracks, watch, NOW + 62.7, mono + 100) == [(1, True)]
-    assert hangs.look(board.tracks, watch, NOW + 63.7, mono + 101) == [(0, True)]
+    assert hangs.look(board.tracks, watch, NOW + 68.7, mono + 106) == [(0, True)]
 
 def test_status_snapshot_and_view_show_the_training():
     board = ProgressBoard()
