@@ -29,15 +29,16 @@ A clean run of each scenario (no hang) gives the restart's own reference: the st
 (status.json `started_at`) -> its first reported step (tf1: worker 1's).  Prints median/min/max over
 `--repeat` runs (1 with --quick) and the ratios (c) / (bound + clean start-up) and (b) / clean start-up.
 
-Measured on this repository's 2-core machine (TensorFlow 2.21 CPU, another test run loading it, load
-average 2-4; defaults: 3 hang runs, 2 clean runs, bound 10 s; 4 min), median [min, max] seconds:
-  mwms  (a) 10.10 [10.00, 10.18]  (b) 8.32 [7.34, 13.92]  (c) 18.32 [17.44, 24.10]  clean 4.93: (c)/(bound+clean) 1.23
-  tf1   (a) 10.19 [10.13, 10.77]  (b) 4.32 [4.24, 4.43]   (c) 14.44 [14.44, 15.21]  clean 6.02: (c)/(bound+clean) 0.90
-mwms's (b) holds 3 s of TF_SLURM_KILL_GRACE: a multi-worker MWMS process catches SIGTERM (TensorFlow's
-coordination service installs a native handler), so the group restart's SIGTERM to the hung worker
-that was not the hang's victim waits out the grace before SIGKILL.  1 mwms run in 3 had two `hung:`
-lines: the workers' last reports differ by one report interval, so the hub's once-a-second look found
-worker 1 first and worker 0 a second later (ending it too), while the group restart was under way.
+Measured on this repository's 2-core machine (TensorFlow 2.21 CPU, nothing else running; defaults:
+3 hang runs, 2 clean runs, bound 10 s), median [min, max] seconds:
+  mwms  (a) 11.14 [10.58, 11.16]  (b) 5.98 [5.65, 6.06]  (c) 16.79 [16.64, 17.14]  clean 3.77: (c)/(bound+clean) 1.22
+  tf1   (a) 10.25 [10.13, 10.63]  (b) 4.88 [4.37, 5.12]  (c) 15.13 [14.51, 15.75]  clean 3.76: (c)/(bound+clean) 1.10
+(b) holds the hung command's SIGQUIT -> SIGKILL second and the restart's 1 s backoff, which a clean
+start does not.  Before two fixes this bench found, mwms measured (b) 8.32 [7.34, 13.92]: a hung worker
+that was not the hang's victim waited out TF_SLURM_KILL_GRACE (3 s) when its group restarted (a
+multi-worker TensorFlow catches SIGTERM), now at most the stacks' 1 s; and 1 mwms run in 3 had two
+`hung:` lines (the workers' last reports one interval apart: the second worker was found a look
+later, while the group restart was under way), now the group's clocks start again with the hang.
 """
 
 from __future__ import annotations

@@ -38,13 +38,14 @@ class TaskCommand:
         self.starts = 0  # how often the command was started (the first start included)
         self._last_looked = False  # its progress file read once more after it ended
         self._hang_kill_at = 0.0  # found hung: its SIGKILL is due then (0: not hung)
+        self._hung = False  # found hung, its stacks written: ending it waits no longer than STACKS_GRACE
 
     def start(self, now: float) -> bool:
         """Start the command (again: once the last one's leftovers are gone); False if it cannot run."""
         if self.child is not None:
             self.child.reap_group()
         self.progress.started(now)  # before the command: a report it makes at once counts
-        self._last_looked, self._hang_kill_at = False, 0.0
+        self._last_looked, self._hang_kill_at, self._hung = False, 0.0, False
         self.child = start_command(self.argv, self.env, self.wake)
         self.sigs.child = self.child
         self.starts += 1
@@ -67,9 +68,10 @@ class TaskCommand:
         return self.child is not None and self.child.ending
 
     def end(self) -> None:
-        """SIGTERM, then SIGKILL after the kill grace (tick carries that out)."""
+        """SIGTERM, then SIGKILL after the kill grace (tick carries that out); a hung command's after
+        STACKS_GRACE at most (hung, it would not end on SIGTERM: a multi-worker TensorFlow catches it)."""
         if self.child is not None:
-            self.child.end(self.kill_grace)
+            self.child.end(min(self.kill_grace, STACKS_GRACE) if self._hung else self.kill_grace)
 
     def tick(self, now: float) -> None:
         """The kill grace's SIGKILL when due; a hung command killed (SIGKILL)."""
@@ -95,7 +97,7 @@ class TaskCommand:
             os.kill(self.child.proc.pid, signal.SIGQUIT)
         except (ProcessLookupError, PermissionError):
             pass
-        self._hang_kill_at = now + STACKS_GRACE if kill else 0.0
+        self._hang_kill_at, self._hung = (now + STACKS_GRACE if kill else 0.0), True
 
     def deadlines(self) -> List[float]:
         """When tick has something to do next."""
