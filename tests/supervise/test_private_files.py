@@ -480,3 +480,31 @@ def test_submit_makes_the_job_folder_private(tmp_path, monkeypatch):
         os.umask(old)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / "job.sh").stat().st_mode) == 0o600
+
+
+@needs_attacker
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("plant", ["symlink to a file of ours", "their own file, world-writable", "fifo"])
+def test_a_timeline_planted_beside_a_shared_status_file_gets_nothing_and_blocks_nothing(shared_tmp, plant):
+    """TF_SLURM_STATUS_FILE in a folder others can write to: the hub's timeline beside it
+    (supervise.timeline_file) writes nothing into what another user planted there and never blocks;
+    it turns itself off with one warning, and the status file is still written."""
+    from tf_for_slurm.supervise.status_file import StatusFile
+
+    victim = shared_tmp / "victim"
+    victim.write_text("ours")
+    planted = shared_tmp / "timeline.jsonl"
+    if plant == "symlink to a file of ours":
+        attacker("import os, sys; os.symlink(sys.argv[2], sys.argv[1])", str(planted), str(victim))
+    elif plant == "fifo":
+        attacker("import os, sys; os.mkfifo(sys.argv[1], 0o666)", str(planted))
+    else:
+        attacker("import os, sys; open(sys.argv[1], 'w').write(''); os.chmod(sys.argv[1], 0o666)", str(planted))
+    status = StatusFile(str(shared_tmp / "status.json"))
+    snap = {"job": "5", "step": "0", "state": "running", "updated_at": 1.0, "started_at": 1.0, "tasks": []}
+    status.update(0.0, 1, lambda: snap)
+    assert read_json(str(shared_tmp / "status.json")) == snap  # the step's own state, written
+    assert status.timeline.broken and status.timeline.written == 0
+    assert victim.read_text() == "ours"
+    if plant == "their own file, world-writable":
+        assert planted.read_text() == ""

@@ -5,14 +5,16 @@ Why append, never rewrite: a job's runs (requeues, relaunches) each have a hub o
 and keeps the earlier runs'.  The events come from the status snapshots the hub writes anyway
 (plan.step_timeline.changes).  Bounded: at most MAX_EVENTS lines per hub (a step of 10,000
 tasks starting is 10,000 events), each under plan.step_timeline.MAX_LINE bytes.  The file is
-the owner's alone (0600, opened without following a symlink another user could plant); one
-that cannot be written costs one warning, never the step.
+the owner's alone (0600, opened without following a symlink another user could plant, and only
+written when it is a regular file of ours); one that cannot be written costs one warning, never
+the step.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
 from typing import Any, Mapping, Optional
 
 from tf_for_slurm.host.job_folder import TIMELINE
@@ -49,8 +51,12 @@ class TimelineFile:
             return
         data = "".join(event_line(e) for e in events[:room]).encode()
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                         | os.O_CLOEXEC, 0o600)
             try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():  # planted by another user
+                    raise OSError(f"not a regular file of ours (owner uid {st.st_uid})")
                 os.write(fd, data)
             finally:
                 os.close(fd)
