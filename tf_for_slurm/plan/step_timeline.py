@@ -15,7 +15,7 @@ import json
 import math
 from typing import Any, Dict, List, Mapping, Optional
 
-from tf_for_slurm.plan.step_status import task_rows
+from tf_for_slurm.plan.step_status import COLUMNS
 
 EVENTS = ("step_start", "start", "restart", "hang", "lost", "exit", "end", "step_end")
 FIELDS = ("at", "event", "job", "step", "rank", "role", "index", "node", "status", "detail")
@@ -33,30 +33,47 @@ def _event(snap: Mapping[str, Any], event: str, at: Any, row: Optional[Mapping[s
             "detail": None if detail is None else str(detail)[:MAX_DETAIL]}
 
 
+def _rows(snap: Optional[Mapping[str, Any]]) -> Dict[Any, List[Any]]:
+    """A snapshot's task rows by rank, each as the list the file holds (cheap: no dict per row)."""
+    if snap is None:
+        return {}
+    cols = list(snap.get("columns") or COLUMNS)
+    at = cols.index("rank")
+    return {row[at]: row for row in snap.get("tasks") or [] if isinstance(row, list) and len(row) == len(cols)}
+
+
 def changes(before: Optional[Mapping[str, Any]], after: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    """The events between snapshot `before` (None: the hub's first) and `after`, oldest first."""
+    """The events between snapshot `before` (None: the hub's first) and `after`, oldest first.
+    At thousands of tasks only the rows whose state or restarts changed are looked at closely."""
     out: List[Dict[str, Any]] = []
     if before is None:
         out.append(_event(after, "step_start", after.get("started_at"), detail=after.get("strategy")))
-    old = {r.get("rank"): r for r in task_rows(before)} if before is not None else {}
+    cols = list(after.get("columns") or COLUMNS)
+    state_at, restarts_at = cols.index("state"), cols.index("restarts")
+    old_cols = list((before or {}).get("columns") or COLUMNS)
+    old = {rank: (row[old_cols.index("state")], row[old_cols.index("restarts")]) for rank, row in _rows(before).items()}
     lost_at = {x.get("rank"): x for x in after.get("lost") or [] if isinstance(x, dict)}
     first: Mapping[str, Any] = after.get("first_exit") or {}
     again_now, again_before = after.get("running_again") or {}, (before or {}).get("running_again") or {}
-    for row in task_rows(after):
-        rank, state = row.get("rank"), row.get("state")
-        was = old.get(rank) or {}
+    now_rows = _rows(after)
+    for rank, raw in now_rows.items():
         again = again_now.get(str(rank))
         new_again = isinstance(again, (int, float)) and again != again_before.get(str(rank))  # ran again since
-        if int(row.get("restarts") or 0) > int(was.get("restarts") or 0):
+        was_state, was_restarts = old.get(rank, (None, 0))
+        if not new_again and (raw[state_at], raw[restarts_at]) == (was_state, was_restarts):
+            continue
+        row = dict(zip(cols, raw))
+        state = row["state"]
+        if int(row.get("restarts") or 0) > int(was_restarts or 0):
             at = min(again, after.get("updated_at") or again) if new_again else None  # type: ignore[type-var]
-            if was.get("state") in (None, "starting"):  # it ran (and failed) between two snapshots
+            if was_state in (None, "starting"):  # it ran (and failed) between two snapshots
                 out.append(_event(after, "start", at, row))
             out.append(_event(after, "restart", at, row, detail=f"restart {row.get('restarts')}"))
         if new_again:
             out.append(_event(after, "start", again, row, detail=f"run {int(row.get('restarts') or 0) + 1}"))
-        elif state == "running" and was.get("state") != "running":
+        elif state == "running" and was_state != "running":
             out.append(_event(after, "start", None, row))
-        if state == was.get("state"):
+        if state == was_state:
             continue
         if state == "exited":
             at = first.get("at") if first.get("rank") == rank else None
@@ -66,9 +83,10 @@ def changes(before: Optional[Mapping[str, Any]], after: Mapping[str, Any]) -> Li
         elif state == "lost":
             why = lost_at.get(rank) or {}
             out.append(_event(after, "lost", why.get("at"), row, detail=why.get("reason")))
-    rows = {r.get("rank"): r for r in task_rows(after)}
     for hang in _new_hangs(before, after.get("hangs") or []):
-        out.append(_event(after, "hang", hang.get("at"), rows.get(hang.get("rank")), detail=hang.get("detail")))
+        hung = now_rows.get(hang.get("rank"))
+        out.append(_event(after, "hang", hang.get("at"), None if hung is None else dict(zip(cols, hung)),
+                          detail=hang.get("detail")))
     if after.get("state") == "ended" and (before is None or before.get("state") != "ended"):
         out.append(_event(after, "step_end", after.get("updated_at"), status=after.get("status")))
     return sorted(out, key=lambda e: e["at"] if isinstance(e["at"], (int, float)) else float("inf"))
