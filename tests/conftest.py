@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import netns  # noqa: E402  (tests/netns.py, found through the line above)
+from alone import WINDOW_ENV, wait_for_the_window  # noqa: E402  (tests/alone.py)
 from side_by_side import workers_for  # noqa: E402  (tests/side_by_side.py)
 
 
@@ -63,9 +64,16 @@ def pytest_xdist_auto_num_workers(config):
     return workers_for(config.getoption("markexpr") or "", dict(os.environ), len(os.sched_getaffinity(0)))
 
 
+# fixtures whose time-limited Slurm jobs hold tests/alone.py's window: their tests go first in the Slurm group
+ALONE_FIXTURES = {"one_minute_jobs", "requeued"}
+
+
 def pytest_configure(config):
     """Under pytest-xdist (`workers_for`), each worker gets a network of its own
-    (tests/netns.py), so two tests at once never meet on a port."""
+    (tests/netns.py), so two tests at once never meet on a port. The run's controller makes the
+    private folder of tests/alone.py's window, which its workers inherit."""
+    if not hasattr(config, "workerinput") and WINDOW_ENV not in os.environ:
+        os.environ[WINDOW_ENV] = tempfile.mkdtemp(prefix="tf_slurm_window.")
     if hasattr(config, "workerinput"):
         why = netns.make_own()
         if why:
@@ -73,9 +81,23 @@ def pytest_configure(config):
                              f"network ({why}): tests side by side may collide on ports\n")
 
 
+def pytest_unconfigure(config):
+    """The controller removes the window's folder it made (a holder that crashed left a mark: kept)."""
+    folder = os.environ.get(WINDOW_ENV)
+    if folder and not hasattr(config, "workerinput"):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """HOST_NETWORK tests (their fixtures too) run in the machine's network; the others in the worker's."""
+    """HOST_NETWORK tests (their fixtures too) run in the machine's network; the others in the worker's.
+    A test that is not a Slurm test waits while the Slurm tests' time-limited jobs hold the window
+    (tests/alone.py)."""
+    if item.get_closest_marker("slurm") is None:
+        wait_for_the_window(item.nodeid)
     host = any(item.get_closest_marker(m) is not None for m in HOST_NETWORK) and netns.enter_host()
     try:
         yield
@@ -90,10 +112,13 @@ def pytest_collection_modifyitems(config, items):
     another, as one group, and first (the longest unit: mostly waiting on Slurm, it overlaps the
     other worker's TensorFlow tests); a module whose tests share a module-scoped fixture is a group
     (the fixture is built once); every other test goes wherever a worker is free. Marked before any
-    other implementation runs (a wrapper): xdist's turns the marks into node ids. Then the FULL_ONLY
-    markers' rule."""
+    other implementation runs (a wrapper): xdist's turns the marks into node ids. In the Slurm group,
+    the tests of the time-limited jobs (ALONE_FIXTURES) go first: while their jobs run nothing else
+    does (tests/alone.py), and after them the other worker's tests overlap the rest. Then the
+    FULL_ONLY markers' rule."""
     if hasattr(config, "workerinput"):  # a serial run keeps pytest's order
         slurm = [item for item in items if item.get_closest_marker("slurm") is not None]
+        slurm.sort(key=lambda item: not ALONE_FIXTURES & set(getattr(item, "fixturenames", ())))
         for item in items:
             if item.get_closest_marker("slurm") is not None:
                 item.add_marker(pytest.mark.xdist_group("slurm"))

@@ -106,7 +106,11 @@ def test_a_network_of_its_own_has_every_port_free_and_the_host_is_one_switch_awa
     ("not tf and not slurm", {}, 16, 4),  # at most 4
     ("not tf and not slurm", {"TEST_WORKERS": "1"}, 2, 0),  # one process, in order
     ("not tf and not slurm", {"TEST_WORKERS": "3"}, 2, 3),
-    ("tf or slurm", {}, 2, 0),  # TensorFlow and Slurm tests one at a time
+    ("tf or slurm", {}, 2, 2),  # the Slurm group beside one TensorFlow test at a time
+    ("slurm or tf", {}, 16, 2),  # never more: one TensorFlow test at a time
+    ("tf or slurm", {}, 1, 0),  # one core: one at a time
+    ("tf or slurm or mpi", {}, 2, 0),
+    ("tf", {}, 2, 0),
     ("tf and not slurm", {}, 2, 0),
     ("not slurm", {}, 2, 0),  # may pick tf tests
     ("nottf and not slurm", {}, 2, 0),  # words, not letters
@@ -121,3 +125,30 @@ def test_how_many_side_by_side(markexpr, env, cores, expected):
 def test_a_bad_worker_count_is_a_usage_error_naming_it(bad):
     with pytest.raises(pytest.UsageError, match="TEST_WORKERS"):
         workers_for("", {"TEST_WORKERS": bad}, 2)
+
+
+def test_a_held_window_keeps_other_tests_waiting_until_it_closes(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    import alone
+
+    monkeypatch.setenv(alone.WINDOW_ENV, str(tmp_path))
+    waited = []
+    with alone.alone("jobs"):
+        assert os.listdir(tmp_path)  # held: a mark in the private folder
+        waiter = threading.Thread(target=lambda: waited.append(alone.wait_for_the_window("a test")))
+        waiter.start()
+        time.sleep(1.0)
+        assert not waited  # still waiting while the window is held
+    waiter.join(timeout=30)
+    assert waited and waited[0] >= 1.0 and not os.listdir(tmp_path)
+    assert alone.wait_for_the_window("another") < 1.0  # closed: no wait
+
+
+def test_outside_a_side_by_side_run_nothing_waits(monkeypatch):
+    import alone
+
+    monkeypatch.delenv(alone.WINDOW_ENV, raising=False)
+    with alone.alone("jobs"):
+        assert alone.wait_for_the_window("a test") == 0.0

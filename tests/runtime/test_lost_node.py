@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
-from test_unmodified_scripts import ENV, PY, ROOT, SCRIPTS, checkpoint_step, command_pids, wait_for_line
+from test_unmodified_scripts import ENV, PY, ROOT, SCRIPTS, checkpoint_step, command_pids, new_run, wait_for_line
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(300),
               pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs TensorFlow")]
@@ -38,14 +38,15 @@ def run_faults(roles: str, args: List[str], ready: List[str], killed: int, lost:
     and rank `lost`'s node is lost (its supervisor and command SIGKILLed at once). (status, output)."""
     argv = [PY, "-m", "tf_for_slurm", "local", "-n", str(roles.count(",") + 1), "--tasks", roles, "--",
             PY, str(SCRIPTS / args[0]), *args[1:]]
+    run = new_run()
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                env={**ENV, "TF_SLURM_MAX_RESTARTS": "2"})
+                                env={**ENV, "TF_SLURM_MAX_RESTARTS": "2", **run})
         try:
             for line in ready:
                 wait_for_line(log, line, proc, timeout=150)
-            victims = command_pids(args[0], killed)
-            node = command_pids(args[0], lost)
+            victims = command_pids(args[0], killed, run)
+            node = command_pids(args[0], lost, run)
             assert victims and node, (victims, node)
             for pid in [*victims, supervisor_pid(node[0]), *node]:
                 os.kill(pid, signal.SIGKILL)

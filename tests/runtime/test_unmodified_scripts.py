@@ -13,8 +13,9 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Mapping, Optional
 
 import pytest
 
@@ -53,8 +54,19 @@ def done_times(out: str, who: str) -> List[float]:
     return [float(t) for t in re.findall(rf"{who} done at ([0-9.]+)", out)]
 
 
-def command_pids(script: str, rank: int) -> List[int]:
-    """The task's own command (python SCRIPT), not its tf-slurm supervisor."""
+RUN_VAR = "TESTS_RUN_ID"  # in a step's environment, passed to every task: whose step a process is
+
+
+def new_run() -> Dict[str, str]:
+    """The environment entry that marks one step's processes as this test's (command_pids)."""
+    return {RUN_VAR: uuid.uuid4().hex}
+
+
+def command_pids(script: str, rank: int, run: Optional[Mapping[str, str]]) -> List[int]:
+    """The task's own command (python SCRIPT), not its tf-slurm supervisor, of the step started with
+    `run` (new_run) in its environment: never another test's task of the same script and rank (the
+    Slurm tests run beside the TensorFlow tests: tests/side_by_side.py). run=None: any step's."""
+    mark = f"{RUN_VAR}={run[RUN_VAR]}".encode() if run else b""
     pids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -65,7 +77,7 @@ def command_pids(script: str, rank: int) -> List[int]:
         except OSError:
             continue
         if len(argv) > 1 and argv[1].decode(errors="replace").endswith(script) \
-                and f"SLURM_PROCID={rank}".encode() in env:
+                and f"SLURM_PROCID={rank}".encode() in env and (not mark or mark in env):
             pids.append(int(name))
     return pids
 
@@ -85,13 +97,15 @@ def run_step(argv: List[str], log: Path, *, env: Optional[dict] = None, victim: 
              script: str = "", ready: str = "", timeout: float = 200) -> tuple:
     """Run a step; with `victim`, SIGKILL that rank's command once `ready` is printed.
     Returns (returncode, output, seconds from the kill to the step's end)."""
+    run = new_run()
     with open(log, "w") as out:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**ENV, **(env or {})})
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                env={**ENV, **(env or {}), **run})
         try:
             took = None
             if victim is not None:
                 wait_for_line(log, ready, proc, timeout=150)
-                pids = command_pids(script, victim)
+                pids = command_pids(script, victim, run)
                 assert pids, f"no process of rank {victim} running {script}"
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
@@ -254,7 +268,7 @@ def test_a_worker_whose_training_raises_ends_a_local_step_within_5s_every_time(t
         print(f"run {run}: step ended {ended - raised[0]:.2f} s after the raise")
         assert ended - raised[0] <= 5.0, (run, ended - raised[0], out[-2000:])
         assert "task 1 exited with status 1" in out, out[-3000:]
-        assert all(command_pids("raising_worker.py", rank) == [] for rank in range(3))
+        assert all(command_pids("raising_worker.py", rank, None) == [] for rank in range(3))
 
 
 @pytest.mark.timeout(300)
@@ -269,12 +283,13 @@ def test_a_killed_pss_task_is_restarted_and_the_coordinator_finishes(tmp_path, v
     again.  Either way the unmodified `fit` script ends 0.  Paced (20 epochs, 0.3 s after each)."""
     log = tmp_path / "log"
     argv = local_argv("pss", ["tf2_pss_fit.py", "--epochs", "20", "--pace", "0.3"], tmp_path)
+    run = new_run()
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                env={**ENV, "TF_SLURM_MAX_RESTARTS": "2"})
+                                env={**ENV, "TF_SLURM_MAX_RESTARTS": "2", **run})
         try:
             wait_for_line(log, "coordinator training", proc, timeout=150)
-            pids = command_pids("tf2_pss_fit.py", victim)
+            pids = command_pids("tf2_pss_fit.py", victim, run)
             assert pids, f"no process of rank {victim}"
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
@@ -295,12 +310,13 @@ def mwms_backup_step(launcher: List[str], tmp_path: Path, env: dict) -> None:
     log = tmp_path / "log"
     argv = [*launcher, "--", PY, str(SCRIPTS / "tf2_mwms_backup.py"), "--backup-dir", str(tmp_path / "backup"),
             "--epochs", "8", "--steps-per-epoch", "10", "--pace", "0.1"]
+    run = new_run()
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                env={**ENV, "TF_SLURM_LOG_LEVEL": "INFO", **env})
+                                env={**ENV, "TF_SLURM_LOG_LEVEL": "INFO", **env, **run})
         try:
             wait_for_line(log, "worker 1 epoch 2 at", proc, timeout=150)  # epochs 0 and 1 are backed up
-            pids = command_pids("tf2_mwms_backup.py", 1)
+            pids = command_pids("tf2_mwms_backup.py", 1, run)
             assert pids, "no process of rank 1"
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
@@ -354,13 +370,14 @@ def test_tf1_a_killed_task_is_restarted_and_training_reaches_its_last_step(tmp_p
     argv = local_argv("tf1", ["tf1_ps_worker.py", "--steps", "300", "--checkpoint-dir", str(model),
                               "--pace", "0.02"], tmp_path)
     log = tmp_path / "log"
+    run = new_run()
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                env={**ENV, "TF_SLURM_MAX_RESTARTS": "2", "TF_SLURM_LOG_LEVEL": "INFO"})
+                                env={**ENV, "TF_SLURM_MAX_RESTARTS": "2", "TF_SLURM_LOG_LEVEL": "INFO", **run})
         try:
             wait_for_line(log, "worker 1 training from step", proc, timeout=150)
             wait_for_line(log, "worker 0 training from step", proc, timeout=150)
-            pids = command_pids("tf1_ps_worker.py", victim)
+            pids = command_pids("tf1_ps_worker.py", victim, run)
             assert pids, f"no process of rank {victim}"
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from alone import alone
 from data_paths import mnist_dir
 from slurm_harness import PYTHON, REPO
 
@@ -197,6 +198,13 @@ def run_together(cluster, tmp: Path, timeout: float = 600) -> Dict[str, Dict[str
     jobs: Dict[str, Dict[str, object]] = {}
     deadline = time.monotonic() + timeout
     stop_killer = threading.Event()
+    with alone("one_minute_jobs"):  # no other test beside them (tests/alone.py)
+        _submit_and_wait(cluster, tmp, jobs, deadline, stop_killer)
+    return jobs
+
+
+def _submit_and_wait(cluster, tmp: Path, jobs: Dict[str, Dict[str, object]], deadline: float,
+                     stop_killer: threading.Event) -> None:
     try:
         if HAVE_MNIST:  # their tests skip without the digits
             jobs["pch"] = _pch(cluster, tmp)
@@ -215,4 +223,3 @@ def run_together(cluster, tmp: Path, timeout: float = 600) -> Dict[str, Dict[str
         if "warned" in jobs:
             jobs["warned"]["stop"].set()  # type: ignore[union-attr]
             jobs["warned"]["injector"].join(timeout=60)  # type: ignore[union-attr]
-    return jobs

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
-
+from alone import alone
 from data_paths import mnist_dir
 from slurm_harness import PYTHON, REPO
 
@@ -94,7 +94,11 @@ def _submit(cluster, args, env, cwd) -> str:
 
 @pytest.fixture(scope="module")
 def requeued(slurm_cluster, tmp_path_factory) -> Dict[str, dict]:
-    tmp = tmp_path_factory.mktemp("requeue")
+    with alone("requeue"):  # no other test beside these jobs (tests/alone.py)
+        return _requeued(slurm_cluster, tmp_path_factory.mktemp("requeue"))
+
+
+def _requeued(slurm_cluster, tmp: Path) -> Dict[str, dict]:
     base = {"PYTHON": PYTHON, "TF_SLURM_REPO": str(REPO), "PYTHONPATH": str(REPO), "DATA_DIR": str(MNIST),
             "LOG_LEVEL": "INFO", "IB": "NoIB", "TF_CPP_MIN_LOG_LEVEL": "2"}
     jobs: Dict[str, dict] = {}
