@@ -1,5 +1,6 @@
-"""Training progress as tables (plan/train_progress.py): the report line, a task's track, the
-step-wide hang rule, slow workers, the ETA against the time limit."""
+"""Training progress as tables (plan/train_progress.py): the report line, a task's track (its
+checkpoint saves too, job-wide over its processes), the step-wide hang rule, slow workers, the ETA
+against the time limit."""
 
 import json
 import math
@@ -16,6 +17,7 @@ from tf_for_slurm.plan.train_progress import (
     eta,
     hung,
     parse_report,
+    report_line,
     slow,
 )
 
@@ -31,6 +33,14 @@ BASE = '{"v":1,"step":1,"t":100,"kind":"user"'  # + more fields + "}"
     (BASE + ',"loss":3}', Report(step=1, t=100.0, loss=3.0)),  # an integer loss is a number
     ('{"v":1,"step":9007199254740991,"t":1,"kind":"tf1"}', Report(step=2 ** 53 - 1, t=1.0, kind="tf1")),
     (BASE + ',"target":1,"epoch":0}', Report(step=1, t=100.0, target=1, epoch=0)),
+    (BASE + ',"saves":0,"save_s":0.0}', Report(step=1, t=100.0, saves=0, save_s=0.0)),
+    (BASE + ',"saves":3,"save_s":12}', Report(step=1, t=100.0, saves=3, save_s=12.0)),  # integer seconds
+    (BASE + ',"saves":9007199254740991,"save_s":9007199254740991.0}',
+     Report(step=1, t=100.0, saves=2 ** 53 - 1, save_s=float(2 ** 53 - 1))),
+    (BASE + ',"saves":null,"save_s":null}', Report(step=1, t=100.0)),
+    (GOOD[:-1] + ',"saves":2,"save_s":7.125}',
+     Report(step=120, t=1795806241.25, loss=0.3102, epoch=2, target=400, kind="keras", eval=True, saves=2,
+            save_s=7.125)),
 ])
 def test_parse_report_accepts(text, want):
     assert parse_report(text) == want
@@ -55,6 +65,14 @@ def test_parse_report_accepts(text, want):
     '{"v":1,"step":1,"t":"1","kind":"user"}', '{"v":1,"step":1,"t":1}',
     '{"v":1,"step":1,"t":1,"kind":"horovod"}', '{"v":1,"step":1,"t":1,"kind":1}',
     BASE + ',"epoch":-1}', BASE + ',"target":0}', BASE + ',"epoch":1.5}',
+    BASE + ',"saves":1}', BASE + ',"save_s":1.5}',  # one without the other
+    BASE + ',"saves":1,"save_s":null}', BASE + ',"saves":null,"save_s":1.5}',
+    BASE + ',"saves":-1,"save_s":1}', BASE + ',"saves":1,"save_s":-0.001}',
+    BASE + ',"saves":1.0,"save_s":1}', BASE + ',"saves":true,"save_s":1}', BASE + ',"saves":"1","save_s":1}',
+    BASE + ',"saves":1,"save_s":true}', BASE + ',"saves":1,"save_s":"1"}', BASE + ',"saves":1,"save_s":[1]}',
+    BASE + ',"saves":9007199254740992,"save_s":1}', BASE + ',"saves":1,"save_s":9007199254740992.0}',
+    BASE + ',"saves":1,"save_s":NaN}', BASE + ',"saves":1,"save_s":Infinity}', BASE + ',"saves":1,"save_s":1e400}',
+    BASE + ',"saves":1,"save_s":1,"saves":2}',
     BASE + ',"x":{"a":[1,2,{"b":null}]}}', BASE + ',"loss":{"a":1}}', '{"v":1,"step":[1],"t":1,"kind":"user"}',
     BASE + ',"step":2}',  # a duplicate key: which step is true?
     BASE + '}' + BASE + '}', BASE + '}\n' + BASE + '}',  # two objects, two lines
@@ -152,10 +170,69 @@ def test_json_round_trip():
     {"last_step_at": "yesterday"}, {"last_progress_at": float("inf")},
     {"history": "x"}, {"history": [[1, 2, 3]]}, {"history": [[1, "2"]]}, {"history": [[2, 1], [1, 2]]},
     {"history": [[t, t] for t in range(MAX_HISTORY + 1)]}, {"history": [{"t": 1}]},
+    {"saves": -1}, {"saves": 1.5}, {"saves": True}, {"saves": 2 ** 53}, {"save_s": -1.0}, {"save_s": "1"},
+    {"save_s": float("nan")}, {"save_s": 2.0 ** 53},
 ])
 def test_from_json_of_a_bad_dict_is_an_empty_track(d):
     track = Track.from_json(d)
     assert track.step is None and track.history() == [] and track.last_progress_at is None
+
+
+def test_report_line_carries_the_save_counters_and_stays_under_the_bound():
+    line = report_line(Report(step=1, t=1.0, saves=2, save_s=1.23456))
+    assert '"saves":2,"save_s":1.235' in line and parse_report(line) == Report(step=1, t=1.0, saves=2, save_s=1.235)
+    assert "saves" not in report_line(Report(step=1, t=1.0))  # a report without them (report_progress) has none
+    big = 2 ** 53 - 1  # every field at its longest
+    longest = report_line(Report(step=big, t=-1.2345678901234e-300, loss=-1.23456e-300, epoch=big, target=big,
+                                 kind="optimizer", eval=True, saves=big, save_s=float(big) - 0.5))
+    assert len(longest.encode()) <= 300 and parse_report(longest) is not None, longest
+
+
+def counted(reports):
+    """A Track's job-wide save totals after reports (t, step, saves, save_s[, 'eval'])."""
+    track = Track()
+    for r in reports:
+        track.add(Report(step=r[1], t=float(r[0]), saves=r[2], save_s=r[3], eval=len(r) > 4), float(r[0]))
+    return track.saves, track.save_s
+
+
+@pytest.mark.parametrize("reports,totals", [
+    ([], (None, None)),
+    ([(1, 1, None, None)], (None, None)),  # never told (report_progress, an older shim)
+    ([(1, 1, 0, 0.0)], (0, 0.0)),
+    ([(1, 1, 1, 2.5), (2, 2, 2, 5.0)], (2, 5.0)),
+    ([(1, 1, 2, 4.0), (2, 2, 2, 4.0)], (2, 4.0)),  # the same counters again
+    ([(1, 1, 2, 4.0), (2, 2, None, None)], (2, 4.0)),  # a report without them keeps the totals
+    ([(1, 1, 0, 0.0), (2, 1, 1, 3.0, "eval")], (1, 3.0)),  # an evaluation report (a save running) counts too
+    ([(2, 1, 2, 4.0), (1, 1, 5, 10.0)], (2, 4.0)),  # older than the last: stale
+    ([(1, 10, 2, 4.0), (2, 5, 3, 6.0)], (3, 6.0)),  # the step went back, not the counters: the same process
+    # a restarted process counts from 0 again: what the last one reached is carried
+    ([(1, 1, 2, 5.0), (2, 2, 3, 7.5), (3, 1, 0, 0.0)], (3, 7.5)),
+    ([(1, 1, 2, 5.0), (2, 2, 3, 7.5), (3, 1, 0, 0.0), (4, 2, 1, 1.25)], (4, 8.75)),
+    ([(1, 1, 3, 7.5), (2, 1, 1, 1.0)], (4, 8.5)),  # its first report after a save already
+    ([(1, 1, 2, 5.0), (2, 1, 2, 1.0)], (4, 6.0)),  # fewer seconds, as many saves: a new process
+    ([(1, 1, 2, 5.0), (2, 1, 1, 1.0), (3, 1, 1, 0.5)], (4, 6.5)),  # two restarts
+    ([(1, 1, 1, 0.1), (2, 1, 0, 0.0), (3, 1, 1, 0.2)], (2, 0.3)),  # rounded to 0.001
+])
+def test_save_totals_carry_over_restarted_processes(reports, totals):
+    assert counted(reports) == totals
+
+
+@pytest.mark.parametrize("then,totals", [
+    (None, (5, 12.5)),
+    ((0, 0.0), (5, 12.5)),  # the new run's process, no save yet
+    ((1, 2.0), (6, 14.5)),  # its counters add to the earlier runs' totals
+])
+def test_save_totals_go_on_from_an_earlier_run_s_status(then, totals):
+    track = Track().add(Report(step=9, t=1.0, saves=4, save_s=10.0), 1.0)  # a process, then its restart's
+    track.add(Report(step=1, t=2.0, saves=1, save_s=2.5), 2.0)
+    d = json.loads(json.dumps(track.to_json(2.0)))
+    assert (d["saves"], d["save_s"]) == (5, 12.5)
+    back = Track.from_json(d)
+    assert (back.saves, back.save_s) == (5, 12.5) and back.to_json(2.0) == d
+    if then is not None:
+        back.add(Report(step=2, t=3.0, saves=then[0], save_s=then[1]), 3.0)
+    assert (back.saves, back.save_s) == totals
 
 
 def tracks_of(spec):

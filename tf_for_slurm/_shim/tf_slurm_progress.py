@@ -24,13 +24,13 @@ calls `tf_for_slurm.report_progress()` never reported, so its hang went unnotice
   in join() still reports its workers' progress, and workers that hang stop it), and written as
   join() returns; the optimizers' counts are then not reported.
 
-The file holds one line of JSON, e.g. {"v":1,"step":120,"t":1795806241.25,"kind":"keras","loss":0.31,
-"epoch":2,"target":400}, rewritten in place by one pwrite at 0 (padded with spaces to the old line's
-length, then ftruncate), so its mtime advances, as the supervisor's deadline expects, and a reader
-sees the old line or the new one.  At most one write per 0.5 s (TF1, optimizer, PSS: per second);
-the training thread pays a counter and a clock read per step, a loss tensor's `.numpy()` at most
-once a second.  The file is never created (the supervisor does) nor followed as a symlink.  Any
-failure turns the capture off with one line on stderr; the training goes on.
+The file holds one line of JSON, e.g. {"v":1,"step":120,"t":1795806241.25,"kind":"keras","loss":0.31,"epoch":2,
+"target":400,"saves":1,"save_s":3.25} (saves: the checkpoint saves this process finished, save_s: the seconds in
+them, tf_slurm_save_progress), rewritten in place by one pwrite at 0 (padded with spaces to the old line's length,
+then ftruncate), so its mtime advances, as the supervisor's deadline expects, and a reader sees the old line or the
+new one.  At most one write per 0.5 s (TF1, optimizer, PSS: per second); the training thread pays a counter and a
+clock read per step, a loss tensor's `.numpy()` at most once a second.  The file is never created (the supervisor
+does) nor followed as a symlink.  Any failure turns the capture off with one line on stderr; the training goes on.
 """
 
 import atexit
@@ -117,7 +117,7 @@ class _Capture:
     """The state reported, its writes, and the optimizers' sampler."""
 
     def __init__(self, path):
-        self.path, self.on, self.lock = path, True, threading.Lock()
+        self.path, self.on, self.lock, self.saved = path, True, threading.Lock(), (("saves", 0), ("save_s", 0.0))
         self.step, self.kind, self.epoch, self.target, self.eval = 0, None, None, None, False
         self.loss_raw, self.loss = None, None  # the latest loss as given, the latest as a float
         self.due, self.synced = 0.0, -SYNC_EVERY  # monotonic: next write, last tensor read
@@ -143,7 +143,7 @@ class _Capture:
             if loss is not None and math.isfinite(loss):
                 self.loss = float(f"{loss:.6g}")
             data = {"v": 1, "step": max(int(self.step), 0), "t": round(time.time(), 3), "kind": self.kind or "user"}
-            for key, value in (("loss", self.loss), ("epoch", self.epoch), ("target", self.target)):
+            for key, value in [("loss", self.loss), ("epoch", self.epoch), ("target", self.target), *self.saved]:
                 if value is not None:
                     data[key] = value
             if self.eval:

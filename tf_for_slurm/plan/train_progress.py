@@ -1,25 +1,25 @@
-"""Training progress as data: each task's one-line report, its step over time, and the step-wide
-rules read from them (hung, slow workers, the ETA against the time limit).  Pure.
+"""Training progress as data: each task's one-line report, its step over time (and its checkpoint saves, over
+its processes), and the step-wide rules read from them (hung, slow workers, the ETA against the time limit).  Pure.
 
-Why: a supervisor's beats say a task is alive, not that it trains.  A task that writes its step (a
-Keras callback, a hook, the user's loop) lets the hub tell a training that stopped moving from one
-that is slow, name the worker that holds an asynchronous training back, and say whether the
-target step fits in the job's time limit.
+Why: a supervisor's beats say a task is alive, not that it trains.  A task that writes its step (a Keras callback, a
+hook, the user's loop) lets the hub tell a training that stopped moving from one that is slow, name the worker that
+holds an asynchronous training back, and say whether the target step fits in the job's time limit.
 
-Times are unix seconds.  A report's `t` is the task's clock, `now` the hub's: the rules compare
-them, so they assume the nodes' clocks agree to a few seconds (NTP), far below their bounds.
+Times are unix seconds.  A report's `t` is the task's clock, `now` the hub's: the rules compare them, so they assume
+the nodes' clocks agree to a few seconds (NTP), far below their bounds.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
 
 MAX_REPORT_BYTES = 512  # a report is one short line; anything longer is not ours
-MAX_STEP = 2 ** 53  # steps are exact in a JSON reader's float
+MAX_STEP = 2 ** 53  # steps (and saves, and seconds in them) are exact in a JSON reader's float
 KINDS = frozenset({"keras", "optimizer", "tf1", "pss", "user"})
 KEEP_SECONDS = 120.0  # recent samples kept for rate and median step time
 MAX_RECENT = 512  # and at most this many, however fast a task reports
@@ -27,7 +27,7 @@ MAX_HISTORY = 240  # (t, step) points over the whole run, for a picture
 MAX_LINE = 300  # Hang.line's length
 MAX_NAMED = 8  # tasks Hang.line names before "and N more"
 
-_FIELDS = {"v", "step", "t", "loss", "epoch", "target", "kind", "eval"}
+_FIELDS = {"v", "step", "t", "loss", "epoch", "target", "kind", "eval", "saves", "save_s"}
 
 
 def _is_int(x: Any) -> bool:
@@ -49,6 +49,8 @@ class Report:
     target: Optional[int] = None
     kind: str = "user"
     eval: bool = False  # an evaluation pass: alive and working, but the training step did not move
+    saves: Optional[int] = None  # checkpoint saves this process finished (the shim's), with save_s:
+    save_s: Optional[float] = None  # the seconds spent in them; both or neither
 
 
 def _no_constant(name: str) -> Any:
@@ -71,8 +73,8 @@ def _optional(d: Mapping[str, Any], key: str, ok: Any) -> Tuple[bool, Any]:
 def parse_report(text: str) -> Optional[Report]:
     """The report in a task's progress file, or None when it is not a valid one (never raises).
 
-    The file is written by the user's program, so everything is bounded and checked: at most 512
-    bytes, one JSON object on one line, v 1, only the known fields, each of its type and range."""
+    The file is written by the user's program, so everything is bounded and checked: at most 512 bytes, one JSON
+    object on one line, v 1, only the known fields, each of its type and range (saves and save_s: both or neither)."""
     try:
         if not isinstance(text, str) or len(text) > MAX_REPORT_BYTES or len(text.encode()) > MAX_REPORT_BYTES:
             return None
@@ -92,16 +94,18 @@ def parse_report(text: str) -> Optional[Report]:
     checks = [_optional(d, "loss", _is_number),
               _optional(d, "epoch", lambda x: _is_int(x) and 0 <= x < MAX_STEP),
               _optional(d, "target", lambda x: _is_int(x) and 1 <= x < MAX_STEP),
-              _optional(d, "eval", lambda x: type(x) is bool)]
-    if not all(ok for ok, _ in checks):
+              _optional(d, "eval", lambda x: type(x) is bool),
+              _optional(d, "saves", lambda x: _is_int(x) and 0 <= x < MAX_STEP),
+              _optional(d, "save_s", lambda x: _is_number(x) and 0 <= x < MAX_STEP)]
+    if not all(ok for ok, _ in checks) or (checks[4][1] is None) != (checks[5][1] is None):
         return None
-    loss, epoch, target, evaluating = (x for _, x in checks)
-    return Report(step=step, t=float(t), loss=None if loss is None else float(loss), epoch=epoch,
-                  target=target, kind=kind, eval=bool(evaluating))
+    loss, epoch, target, evaluating, saves, save_s = (x for _, x in checks)
+    return Report(step=step, t=float(t), loss=None if loss is None else float(loss), epoch=epoch, target=target,
+                  kind=kind, eval=bool(evaluating), saves=saves, save_s=None if save_s is None else float(save_s))
 
 
 def report_line(report: Report) -> str:
-    """The report as one compact JSON line (at most about 160 ASCII characters): how a spoke passes
+    """The report as one compact JSON line (at most about 210 ASCII characters): how a spoke passes
     it to the hub, which reads it back with parse_report."""
     d: Dict[str, Any] = {"v": 1, "step": report.step, "t": round(report.t, 3), "kind": report.kind}
     if report.loss is not None:
@@ -111,23 +115,21 @@ def report_line(report: Report) -> str:
             d[key] = getattr(report, key)
     if report.eval:
         d["eval"] = True
+    if report.saves is not None and report.save_s is not None:
+        d["saves"], d["save_s"] = report.saves, round(report.save_s, 3)
     return json.dumps(d, separators=(",", ":"))
 
 
 def _median(values: List[float]) -> Optional[float]:
-    if not values:
-        return None
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+    return statistics.median(values) if values else None  # the middle one, or the mean of the middle two
 
 
 class Track:
     """One task's progress over time, fed with its reports; bounded memory.
 
-    Mutable and small: `add` changes it and returns it, so `track = track.add(report, now)` reads
-    the same either way.  Kept: the last KEEP_SECONDS of step changes (rate, median step time) and
-    at most MAX_HISTORY (t, step) points over the whole run, halved when full, evenly in time."""
+    Mutable and small: `add` changes it and returns it, so `track = track.add(report, now)` reads the same either
+    way.  Kept: the last KEEP_SECONDS of step changes (rate, median step time) and at most MAX_HISTORY (t, step)
+    points over the whole run, halved when full, evenly in time; the job-wide checkpoint saves and seconds in them."""
 
     def __init__(self) -> None:
         self.step: Optional[int] = None
@@ -138,18 +140,27 @@ class Track:
         self.last_step_at: Optional[float] = None  # t of the last report that moved the step
         self.last_progress_at: Optional[float] = None  # that, or a later evaluation report
         self.reported_at: Optional[float] = None  # t of the last report taken (older ones are stale)
+        self.saves: Optional[int] = None  # checkpoint saves, job-wide: those of every process of the task,
+        self.save_s: Optional[float] = None  # and the seconds in them (from its reports' counters)
+        self._counters = (0, 0.0, 0, 0.0)  # earlier processes' saves and seconds, then this one's, as reported
         self._recent: Deque[Tuple[float, int]] = deque(maxlen=MAX_RECENT)
         self._history: List[Tuple[float, int]] = []
         self._spacing = 0.0  # the least time between two kept history points, grows as it halves
         self._median: Tuple[Optional[float], ...] = ()  # median_step_seconds, once asked, until a step
 
     def add(self, report: Report, now: float) -> "Track":
-        """Take a report (one not newer than the last taken, e.g. the same file read again, is
-        ignored).  A lower step than before is a restart from a checkpoint: the recent samples
-        start again, so the rate never spans it."""
+        """Take a report (one not newer than the last taken, e.g. the same file read again, is ignored).  A lower
+        step than before is a restart from a checkpoint: the recent samples start again, so the rate never spans it.
+        Save counters lower than the last are a restarted process's (from 0 again): the last one's are carried."""
         if self.reported_at is not None and report.t <= self.reported_at:
             return self
         self.reported_at = report.t
+        if report.saves is not None and report.save_s is not None:  # any report's, an evaluation's too
+            done, done_s, last, last_s = self._counters
+            if report.saves < last or report.save_s < last_s:  # a new process: the old one's into the totals
+                done, done_s = done + last, done_s + last_s
+            self._counters = (done, done_s, report.saves, report.save_s)
+            self.saves, self.save_s = done + report.saves, round(done_s + report.save_s, 3)
         if report.eval:
             self.last_progress_at = report.t
             return self
@@ -212,8 +223,8 @@ class Track:
         at = now if now is not None else self.reported_at
         rate = None if at is None else self.rate(at)
         out: Dict[str, Any] = {
-            "step": self.step, "rate": None if rate is None else round(rate, 6), "loss": self.loss,
-            "last_step_at": self.last_step_at, "last_progress_at": self.last_progress_at,
+            "step": self.step, "rate": None if rate is None else round(rate, 6), "loss": self.loss, "saves": self.saves,
+            "last_step_at": self.last_step_at, "last_progress_at": self.last_progress_at, "save_s": self.save_s,
             "reported_at": self.reported_at, "target": self.target, "kind": self.kind, "epoch": self.epoch}
         if with_history:
             out["history"] = self.history()
@@ -221,9 +232,9 @@ class Track:
 
     @classmethod
     def from_json(cls, d: Any) -> "Track":
-        """A Track back from `to_json`'s dict; anything malformed gives an empty Track (the file
-        may be from another version, or damaged), never an exception.  The recent samples come
-        back from the history's last KEEP_SECONDS, so the median step time survives a restart."""
+        """A Track back from `to_json`'s dict; anything malformed gives an empty Track (the file may be from another
+        version, or damaged), never an exception.  The recent samples come back from the history's last
+        KEEP_SECONDS, so the median step time survives a restart; the save totals go on from theirs."""
         try:
             return _from_json(d)
         except (TypeError, ValueError, KeyError, OverflowError):
@@ -262,6 +273,9 @@ def _from_json(d: Any) -> Track:
     track.last_progress_at = track.last_step_at if progress is None else progress
     reported = _opt(d, "reported_at", _is_number)
     track.reported_at = track.last_progress_at if reported is None else reported
+    track.saves = _opt(d, "saves", count)
+    track.save_s = _opt(d, "save_s", lambda x: _is_number(x) and 0 <= x < MAX_STEP)
+    track._counters = (track.saves or 0, float(track.save_s or 0), 0, 0.0)  # an earlier run's: this run's count from 0
     track._history = points
     if len(points) > MAX_HISTORY // 2:  # perhaps halved before: keep its spacing, not every report
         track._spacing = (points[-1][0] - points[0][0]) / (len(points) - 1)
@@ -312,12 +326,11 @@ class Hang:
 
 def hung(tracks: Mapping[int, Track], now: float, *, floor: float = 60.0, factor: float = 10.0,
          running: Optional[Iterable[int]] = None, since: Optional[Mapping[int, float]] = None) -> Optional[Hang]:
-    """The tasks that are hung: each made progress once (a step, or an evaluation report) and none
-    since for max(factor x median step time, floor) seconds.  In synchronous training (MWMS) every
-    task stops at once; in asynchronous training (TF1, PSS) one worker may, while the others go on.
-    The median is over the tasks that know theirs (the floor alone when none); floor <= 0: off.
-    running: only these ranks are judged (a task that ended is not hung); since: per rank, a time
-    that counts as progress (its restart: its start-up is not a hang)."""
+    """The tasks that are hung: each made progress once (a step, or an evaluation report) and none since for
+    max(factor x median step time, floor) seconds.  In synchronous training (MWMS) every task stops at once; in
+    asynchronous training (TF1, PSS) one worker may, while the others go on.  The median is over the tasks that
+    know theirs (the floor alone when none); floor <= 0: off.  running: only these ranks are judged (a task that
+    ended is not hung); since: per rank, a time that counts as progress (its restart: its start-up is not a hang)."""
     if floor <= 0:
         return None
     alive = None if running is None else set(running)
@@ -338,10 +351,9 @@ def hung(tracks: Mapping[int, Track], now: float, *, floor: float = 60.0, factor
 
 
 def slow(tracks: Mapping[int, Track], now: float, *, window: float = 60.0, ratio: float = 1.5) -> List[int]:
-    """Ranks whose rate over the window is below the median rate / ratio: the workers holding an
-    asynchronous training (TF1, PSS) back.  Only among tasks that have a rate and have reported for
-    the whole window (a task that just started is not named), and only with 3 or more of them: with
-    two, which one is slow?"""
+    """Ranks whose rate over the window is below the median rate / ratio: the workers holding an asynchronous
+    training (TF1, PSS) back.  Only among tasks that have a rate and have reported for the whole window (a task
+    that just started is not named), and only with 3 or more of them: with two, which one is slow?"""
     if window <= 0 or ratio <= 0:
         return []
     rates = {rank: r for rank, t in tracks.items()
@@ -354,8 +366,8 @@ def slow(tracks: Mapping[int, Track], now: float, *, window: float = 60.0, ratio
 
 
 def eta(step: Optional[int], rate: Optional[float], target: Optional[int], now: float) -> Optional[float]:
-    """The unix time the target step is reached at this rate: now when it is; None without a
-    target, a step or a positive rate."""
+    """The unix time the target step is reached at this rate: now when it is; None without a target, a step or a
+    positive rate."""
     if target is None or step is None:
         return None
     if step >= target:
@@ -367,8 +379,7 @@ def eta(step: Optional[int], rate: Optional[float], target: Optional[int], now: 
 
 @dataclass(frozen=True)
 class Fit:
-    """Whether the training ends within this run's time limit, and how many runs it needs in all
-    (this one counted); None where unknown."""
+    """Whether the training ends in this run's time limit; the runs it needs, this one counted (None: unknown)."""
 
     finishes: Optional[bool]
     runs_needed: Optional[int]
@@ -376,11 +387,10 @@ class Fit:
 
 def against_limit(eta_at: Optional[float], end_time: Optional[float], now: float,
                   run_seconds: Optional[float]) -> Fit:
-    """The ETA against the job's end time.  Finishing: Fit(True, 1) (no end time: it finishes).
-    Not: this run, then the work left at its end, eta_at - end_time seconds, in runs of
-    run_seconds (the time limit), rounded up: 1 + ceil((eta_at - end_time) / run_seconds), so at
-    least 2.  An estimate: it leaves out each run's start-up and the steps redone from the last
-    checkpoint; runs_needed None without a run length."""
+    """The ETA against the job's end time.  Finishing: Fit(True, 1) (no end time: it finishes).  Not: this run,
+    then the work left at its end, eta_at - end_time seconds, in runs of run_seconds (the time limit), rounded up:
+    1 + ceil((eta_at - end_time) / run_seconds), so at least 2.  An estimate: it leaves out each run's start-up and
+    the steps redone from the last checkpoint; runs_needed None without a run length."""
     if eta_at is None:
         return Fit(None, None)
     if end_time is None or eta_at <= end_time:

@@ -139,6 +139,7 @@ class Hub:
             now = time.monotonic()
             if not self.stopping and sigs.stop_since(0) is not None:
                 self._stop_restarts(watch, sigs.stop_since(0), now)
+            self.board.add(self.rank, self.command.take_report(), time.time())  # its last one before its exit
             self._own_command(watch, now)
             if now >= next_tick:
                 self._apply(watch.tick(now))
@@ -146,7 +147,6 @@ class Hub:
                 next_tick = now + 0.5
             self._log(watch)
             self.command.tick(now)
-            self.board.add(self.rank, self.command.take_report(), time.time())
             for rank, kill in self.hangs.look(self.board.tracks, watch, time.time(), now):
                 self._end_hung(rank, now, kill)
             self._write_status(watch, now)
@@ -175,14 +175,14 @@ class Hub:
         """The chief's command: its exit reported to the watch once; started again when due."""
         cmd = self.command
         assert cmd is not None
-        if cmd.status is not None and not self.reported:
+        if cmd.settled is not None and not self.reported:  # its last report taken (_loop)
             self.reported = True
             if self.regroup is not None:  # ended for its group's restart
                 self.restart_at, self.regroup = now + self.regroup, None
             elif cmd.ending and self.rank in watch.told:
                 watch.bye(self.rank)
             else:
-                self._apply(watch.exit(self.rank, cmd.status, now))
+                self._apply(watch.exit(self.rank, cmd.settled, now))
         if self.restart_at is not None and now >= self.restart_at:
             self.restart_at = None
             if cmd.start(now):  # the same command and environment, once the old one's leftovers are gone
@@ -313,7 +313,7 @@ class Hub:
             if parts == ["started"]:
                 watch.started(conn.rank, now)
                 continue
-            if len(parts) == 2 and parts[0] == "progress" and self.board.hear(conn.rank, parts[1], time.time()):
+            if self.board.hear_line(conn.rank, parts, time.time()):  # a report; before an exit or bye, its last
                 continue
             status = parse_status(parts[1]) if len(parts) == 2 and parts[0] in ("exit", "bye") else None
             if status is None:  # our own spokes send nothing else: a bug, not a message

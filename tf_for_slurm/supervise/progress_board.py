@@ -1,18 +1,20 @@
 """The hub's view of the training: each task's progress reports, bounded, as the status file shows them.
 
 Why a module of its own: the reports come from the spokes' `progress <json>` lines and from the
-hub's own command; the rules over them are pure (plan.train_progress); this keeps the tracks, drops
-what a task sends faster than its spoke may (one line in 2 s, spoke.REPORT_EVERY: a flood from a
-task that proved the step's key still costs the hub at most a parse a half-second), and gives the
-status file its `progress` part.
+hub's own command; the rules over them are pure (plan.train_progress); this keeps the tracks, holds
+back what a task sends faster than its spoke may (one line in 2 s, spoke.REPORT_EVERY: a flood from a
+task that proved the step's key still costs the hub at most a parse a half-second; the newest line
+held back is read as its exit or bye comes, or at the status file's next write: a spoke sends its
+command's last report at once, before the exit, so that report is never lost), and gives the status
+file its `progress` part.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from tf_for_slurm.host.job_folder import read_json
-from tf_for_slurm.plan.train_progress import Report, Track, parse_report, slow
+from tf_for_slurm.plan.train_progress import MAX_REPORT_BYTES, Report, Track, parse_report, slow
 
 MIN_GAP = 0.5  # seconds between two reports of one task that the hub reads (its spoke sends one a second)
 HISTORY_UP_TO = 256  # tasks: a larger step's status file keeps no step history (its size)
@@ -27,6 +29,7 @@ class ProgressBoard:
         self.asynchronous = asynchronous  # TF1, PSS: each worker steps on its own, a slow one can be named
         self.tracks: Dict[int, Track] = {}
         self._read_at: Dict[int, float] = {}
+        self._held: Dict[int, str] = {}  # rank -> its newest line that came too soon, unread
 
     def add(self, rank: int, report: Optional[Report], now: float) -> None:
         """A report of task `rank` (now: the hub's wall clock); None: none came."""
@@ -37,7 +40,10 @@ class ProgressBoard:
     def hear(self, rank: int, text: str, now: float) -> bool:
         """A `progress` line's JSON from task `rank`; False when it is not a report (a protocol error)."""
         if now - self._read_at.get(rank, -MIN_GAP) < MIN_GAP:
-            return True  # too soon: dropped unread
+            if len(text) <= MAX_REPORT_BYTES:  # longer: not a report, whenever it is read
+                self._held[rank] = text  # too soon: held back unread, the newest only
+            return True
+        self._held.pop(rank, None)  # older than this one
         report = parse_report(text)
         if report is None:
             return False
@@ -45,8 +51,25 @@ class ProgressBoard:
         self.add(rank, report, now)
         return True
 
+    def hear_line(self, rank: int, parts: List[str], now: float) -> bool:
+        """A line of task `rank` (split): True when it was a `progress` report (see hear); its `exit` or `bye`
+        first reads the report held back (its last, sent just before), then is the caller's (False)."""
+        if len(parts) == 2 and parts[0] == "progress":
+            return self.hear(rank, parts[1], now)
+        if parts[0] in ("exit", "bye"):
+            self._take_held(rank, now)
+        return False
+
+    def _take_held(self, rank: int, now: float) -> None:
+        """The line held back from task `rank`, read now (a line that is not a report is dropped)."""
+        text = self._held.pop(rank, None)
+        if text is not None:
+            self.add(rank, parse_report(text), now)
+
     def to_json(self, now: float) -> Dict[str, Any]:
-        """{rank as text: the task's progress} for the status file (`progress`)."""
+        """{rank as text: the task's progress} for the status file (`progress`), the lines held back read."""
+        for rank in list(self._held):
+            self._take_held(rank, now)
         with_history = len(self.tracks) <= HISTORY_UP_TO
         out = {str(rank): track.to_json(now, with_history=with_history) for rank, track in sorted(self.tracks.items())}
         for rank in slow(self.tracks, now) if self.asynchronous else ():  # 1.5x below the median for a minute

@@ -133,14 +133,15 @@ class ProgressWatch:
         return parse_report(data.decode("utf-8", "replace")) if data else None
 
     def last_look(self) -> None:
-        """The command ended: read what it wrote last, however soon after the previous look."""
+        """The command ended: read what it wrote last, however soon after the previous look, whatever its mtime
+        says (a coarse clock gives a write just after a look the mtime that look saw), if it wrote since it started."""
         if self.path is None:
             return
         try:
             st = os.lstat(self.path)
         except OSError:
             return
-        if _ours(st) and st.st_mtime_ns != self._seen:
+        if _ours(st) and st.st_mtime_ns != self._baseline:
             self._seen = st.st_mtime_ns
             self.report = self._read() or self.report
 

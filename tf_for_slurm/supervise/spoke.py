@@ -107,7 +107,7 @@ class Spoke:
         next_hb = float("inf")
         while True:
             now = time.monotonic()
-            self._pass_progress(now)  # before the turn: a command's last report goes before its exit
+            self._pass_progress(now)  # before the turn: the turn sees an exit only once its last report went
             result = self._turn(sel, sigs, now)
             if result is not None:
                 return result
@@ -130,14 +130,16 @@ class Spoke:
                     next_hb = time.monotonic() + self.heartbeat
 
     def _turn(self, sel: selectors.BaseSelector, sigs: ForwardSignals, now: float) -> Optional[int]:
-        """One look by the watch at the command and the link; the status to exit with, else None."""
+        """One look by the watch at the command and the link; the status to exit with, else None.  The
+        command's exit counts once its last progress report was passed on (`settled`, _pass_progress)."""
         assert self.command is not None
         link = Link(self.conn is not None, self.joined, self.given_up, self._impostor_note())
-        actions = self.watch.turn(now, self.command.status, sigs.stop_since(self.signals_seen), link)
+        actions = self.watch.turn(now, self.command.settled, sigs.stop_since(self.signals_seen), link)
         result = self._carry_out(sel, actions, now)
         if result is None and START_AGAIN in actions:  # the new command's state, at once
+            self._pass_progress(now)
             link = Link(self.conn is not None, self.joined, self.given_up, self._impostor_note())
-            result = self._carry_out(sel, self.watch.turn(now, self.command.status, None, link), now)
+            result = self._carry_out(sel, self.watch.turn(now, self.command.settled, None, link), now)
         return result
 
     def _carry_out(self, sel: selectors.BaseSelector, actions: List[Action], now: float) -> Optional[int]:
@@ -165,12 +167,13 @@ class Spoke:
 
     def _pass_progress(self, now: float) -> None:
         """The command's newest progress report to the hub, at most one a REPORT_EVERY (a lost
-        line is harmless: the next one says more)."""
+        line is harmless: the next one says more); once the command ended, its last one at once, so
+        it goes before the exit (the hub reads a report held back by its gap as the exit comes)."""
         assert self.command is not None
-        report = self.command.take_report()
+        report = self.command.take_report()  # once it ended: the file read once more, and `settled`
         if report is not None:
             self.pending_report = report
-        due = now >= self.next_report or self.command.status is not None  # its last report: at once
+        due = now >= self.next_report or self.command.settled is not None  # its last report: at once
         if self.pending_report is not None and self.joined and self.conn is not None and due:
             self.conn.send("progress " + report_line(self.pending_report))
             self.pending_report, self.next_report = None, now + REPORT_EVERY
@@ -179,7 +182,7 @@ class Spoke:
         """When the loop must look again, whatever the hub says."""
         watch = self.watch
         times = [now + 1.0]
-        if self.pending_report is not None:
+        if self.pending_report is not None and self.joined and self.conn is not None:  # (else: no spin)
             times.append(max(now, self.next_report))
         if next_hb is not None:
             times.append(next_hb)

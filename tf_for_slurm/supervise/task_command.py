@@ -59,6 +59,12 @@ class TaskCommand:
         return self.child.status
 
     @property
+    def settled(self) -> Optional[int]:
+        """The exit status once the command's last report was taken too (take_report), else None: what a
+        supervisor reports, so that a task's final progress reaches the hub before its exit."""
+        return self.status if self._last_looked or (self.child is None and self.starts) else None
+
+    @property
     def running(self) -> bool:
         return self.child is not None and self.child.status is None
 
