@@ -2,6 +2,7 @@
 batch.json as dicts in; lanes, spans, marks, boundaries, step series and the summary out."""
 
 import json
+import time
 
 import pytest
 
@@ -139,3 +140,54 @@ def test_lanes_are_bounded():
     lines = [line(1, "start", rank=i, role="worker", index=i) for i in range(300)]
     r = report(lines)
     assert len(r.lanes) == 257 and any("44 more tasks are not drawn" in n for n in r.notes)
+
+
+def _runs(*spans, current=None):
+    """batch.json of a job whose earlier runs (start, end) were requeued; `current`: this run's start."""
+    history = [{"run": i + 1, "started_at": T + a, "ended_at": T + b, "state": "requeued", "status": 42,
+                "decision": "requeue"} for i, (a, b) in enumerate(spans)]
+    run = len(history) + 1
+    return {"job": "9", "run": run, "started_at": None if current is None else T + current, "state": "running",
+            "history": history} if history or current is not None else None
+
+
+@pytest.mark.parametrize("batch,times,cut", [
+    # a requeued job: run 1 until 100, in the queue until 200, run 2 from then: two segments, none in the gap
+    (_runs((-1, 100), current=200), [*range(0, 100, 5), *range(205, 300, 5)], [(0, 95), (205, 295)]),
+    (None, [*range(0, 100, 5), *range(205, 300, 5)], [(0, 295)]),  # no batch.json: the runs are not known
+    (_runs(current=-1), [0, 50, 90], [(0, 90)]),  # one run (a relaunch inside it is no gap)
+    (_runs((-1, 100), (150, 250), current=300), [10, 90, 160, 240, 310, 390], [(10, 90), (160, 240), (310, 390)]),
+    # a point written after its run's end (another clock) is neither run's: a dot of its own, no line across
+    (_runs((-1, 100), current=200), [10, 90, 150, 210], [(10, 90), (150, 150), (210, 210)]),
+    (_runs((-1, 100), current=200), [210, 220], [(210, 220)]),  # only run 2 reported
+])
+def test_a_step_series_is_cut_at_each_run_and_no_segment_crosses_a_gap(batch, times, cut):
+    progress = {"0": {"history": [[T + t, int(t) * 2] for t in times]}}
+    r = build("9", status(progress=progress), batch, None)
+    (series,) = r.series
+    assert [(seg[0][0] - T, seg[-1][0] - T) for seg in series.segments] == cut
+    assert series.points == tuple((T + t, int(t) * 2) for t in times)  # every point kept, in order
+    runs = [*(batch or {}).get("history", []), batch or {}]
+    gaps = [(a["ended_at"], b["started_at"]) for a, b in zip(runs, runs[1:]) if b.get("started_at") is not None]
+    assert len(gaps) == len(runs) - 1
+    for end, start in gaps:
+        assert not [s for s in series.segments if s[0][0] <= end and s[-1][0] >= start], (end, start)
+
+
+def test_the_summary_says_what_the_job_was_with_slurms_word_beside_it():
+    """Slurm's TIMEOUT of a job whose step had ended before the limit (its controller away as the job
+    ended: plan.job_state) is corrected in the summary; Slurm's own word otherwise; nothing unasked."""
+    def clock(t):
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+    batch = {"job": "9", "run": 1, "started_at": T - 2, "state": "ended", "status": 0, "ended_at": T + 92,
+             "decision": "training ended without a time-limit warning"}
+    slurm = {"JobId": "9", "JobState": "TIMEOUT", "StartTime": clock(T - 5), "TimeLimit": "00:10:00",
+             "EndTime": clock(T + 900), "Restarts": "0"}
+    r = build("9", status(), batch, None, slurm=slurm)
+    assert r.summary.startswith(f"job 9 COMPLETED (Slurm: TIMEOUT; the step had ended 0 at {clock(T + 90)[11:]}, "
+                                "before the time limit; Slurm's controller was away when the job ended), step 0: "
+                                "mwms, ended with status 0; 1 run(s)"), r.summary
+    late = build("9", status(), {**batch, "ended_at": T + 600}, None, slurm=slurm)  # at the limit: a timeout
+    assert late.summary.startswith("job 9 TIMEOUT, step 0: mwms, ended with status 0;"), late.summary
+    assert build("9", status(), batch, None).summary.startswith("job 9, step 0: mwms")

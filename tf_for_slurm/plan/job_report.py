@@ -5,7 +5,7 @@ carrying a task log's words): every value is checked and bounded here, so cli/re
 model the tests can table.  The model: lanes (one per task, role and index, kept across restarts,
 runs and relaunches; first the job's own), spans (when a task ran), marks (an event in a lane),
 boundaries (lines across the page: run starts, requeues, relaunches), each task's step over time
-(across runs) and a one-line summary.  Times are epoch seconds.
+(across runs, one segment per run: plan/step_series.py) and a one-line summary.  Times are epoch seconds.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from tf_for_slurm.plan import job_state, step_series
+from tf_for_slurm.plan.step_series import Series
 from tf_for_slurm.plan.step_status import task_rows
 from tf_for_slurm.plan.step_timeline import parse_line
 
@@ -22,7 +24,6 @@ JOB_LANE = "job"  # the lane of the job's own events (its step's start and end, 
 MAX_EVENTS = 20_000  # timeline events kept (the newest)
 MAX_TEXT = 300  # characters kept of any string read (a detail may be a task log's line)
 MAX_LANES = 256  # tasks drawn; more are counted in a note
-MAX_POINTS = 600  # points of a step series (evenly thinned, the last kept)
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,6 @@ class Boundary(NamedTuple):
     kind: str  # "run", "requeue" or "relaunch"
     at: float
     text: str
-
-
-class Series(NamedTuple):
-    lane: str
-    label: str
-    points: Tuple[Tuple[float, int], ...]
 
 
 class Report(NamedTuple):
@@ -139,11 +134,18 @@ class _Runs:
         runs = [*(batch.get("history") or []), batch] if batch else []
         self.runs = [r for r in runs if isinstance(r, Mapping) and _int(r.get("run")) is not None]
         self.starts = sorted((t, r["run"]) for r in self.runs if (t := _num(r.get("started_at"))) is not None)
+        ends = sorted((r["run"], t) for r in self.runs if (t := _num(r.get("ended_at"))) is not None)
+        self.ends = dict(ends)  # each run's latest end (sorted: its last one wins)
 
     def at(self, t: float, counted: int) -> int:
         """The run `t` is in: batch.json's, else `counted` (the step starts seen so far)."""
         found = [run for start, run in self.starts if start <= t + 1.0]
         return found[-1] if found else max(counted, 1)
+
+    def part(self, t: float) -> Tuple[int, bool]:
+        """The run `t` is in, and whether after that run's end (in the gap before the next run)."""
+        run = self.at(t, 1)
+        return run, run in self.ends and t > self.ends[run]
 
     def end_before(self, after: float, before: float) -> Optional[float]:
         """The end of a run between two times (where a task whose end nobody wrote stopped)."""
@@ -186,6 +188,11 @@ class _Builder:
             if e.rank is not None:
                 self.by_rank.setdefault(e.rank, key)
         return key
+
+    def lane_of(self, rank: int) -> Tuple[str, str]:
+        """The (lane, label) of the task of `rank` (its rank alone when no row or event named it)."""
+        lane = self.by_rank.get(rank, f"rank {rank}")
+        return lane, self.lanes[lane].label if lane in self.lanes else lane
 
     def close(self, lane: str, at: float, why: str) -> None:
         if lane in self.open:
@@ -312,39 +319,11 @@ def _nodes(x: Any) -> str:
     return ",".join(names) or "?"
 
 
-def _series(status: Mapping[str, Any], b: _Builder) -> List[Series]:
-    """Each task's step over time (progress histories, across runs), thinned to MAX_POINTS."""
-    out: List[Series] = []
-    for rank_text, track in sorted(_progress(status).items(), key=lambda kv: str(kv[0]).zfill(12)):
-        if not isinstance(track, Mapping) or not str(rank_text).isdigit() or len(str(rank_text)) > 9:
-            continue
-        history = track.get("history")
-        points = sorted((float(p[0]), int(p[1])) for p in (history if isinstance(history, list) else [])
-                        if isinstance(p, list) and len(p) == 2 and _num(p[0]) is not None and _num(p[1]) is not None)
-        if len(points) > MAX_POINTS:
-            every = len(points) / (MAX_POINTS - 1)
-            points = [points[int(i * every)] for i in range(MAX_POINTS - 1)] + [points[-1]]
-        lane = b.by_rank.get(int(rank_text), f"rank {rank_text}")
-        if points and len(out) < MAX_LANES:
-            out.append(Series(lane, b.lanes[lane].label if lane in b.lanes else lane, tuple(points)))
-    return out
-
-
-def _progress(status: Mapping[str, Any]) -> Mapping[str, Any]:
-    progress = status.get("progress")
-    return progress if isinstance(progress, Mapping) else {}
-
-
-def _target(status: Mapping[str, Any], batch: Optional[Mapping[str, Any]]) -> Optional[int]:
-    targets = [_int(t.get("target")) for t in _progress(status).values() if isinstance(t, Mapping)]
-    found = [t for t in targets if t is not None]
-    return max(found) if found else _int(batch.get("target")) if batch else None
-
-
 def summary(job: str, status: Optional[Mapping[str, Any]], runs: _Runs, marks: Sequence[Mark], tasks: int,
-            series: Sequence[Series], target: Optional[int]) -> str:
-    """The job in one line: its step, how it stands, and what happened to it."""
-    head = f"job {job}"
+            series: Sequence[Series], target: Optional[int], slurm_state: Optional[str] = None) -> str:
+    """The job in one line: its state (when Slurm was asked: plan.job_state's words), its step, how it
+    stands, and what happened to it."""
+    head = f"job {job}" + (f" {slurm_state[:2 * MAX_TEXT]}" if slurm_state else "")
     if status:
         head += f", step {_text(status.get('step')) or '?'}: {_text(status.get('strategy')) or '?'}, "
         state = _text(status.get("state")) or "?"
@@ -360,8 +339,9 @@ def summary(job: str, status: Optional[Mapping[str, Any]], runs: _Runs, marks: S
 
 
 def build(job: str, status: Optional[Mapping[str, Any]], batch: Optional[Mapping[str, Any]],
-          timeline: Optional[Timeline], notes: Iterable[str] = ()) -> Report:
-    """The report model of a job from what its folder holds (any of the three may be missing)."""
+          timeline: Optional[Timeline], notes: Iterable[str] = (), slurm: Optional[Mapping[str, str]] = None) -> Report:
+    """The report model of a job from what its folder holds (any of the three may be missing), and
+    Slurm's view of it (`scontrol show job`'s fields; None: not asked, or Slurm does not know it)."""
     status = status if isinstance(status, Mapping) else None
     batch = batch if isinstance(batch, Mapping) else None
     rows = [r for r in task_rows(status) if isinstance(r, Mapping) and _text(r.get("role")) and
@@ -378,8 +358,8 @@ def build(job: str, status: Optional[Mapping[str, Any]], batch: Optional[Mapping
     elif status:
         _from_status(b, status, rows)
     marks, lines = _batch_marks(runs, with_ends=not events)
-    series = _series(status or {}, b)
-    target = _target(status or {}, batch)
+    series = step_series.series(status or {}, b.lane_of, runs.part, MAX_LANES)
+    target = step_series.target(status or {}, batch)
     lanes = [Lane(JOB_LANE, "job")] + sorted(b.lanes.values(), key=lambda x: (x.rank is None, x.rank or 0, x.key))
     notes = list(notes)
     if len(lanes) > MAX_LANES + 1:
@@ -391,6 +371,7 @@ def build(job: str, status: Optional[Mapping[str, Any]], batch: Optional[Mapping
     all_marks = sorted(b.marks + marks, key=lambda m: m.at)
     times = [t for s in b.spans for t in (s.start, s.end)] + [m.at for m in all_marks] + [x.at for x in lines]
     times += [p[0] for s in series for p in s.points]
-    return Report(job, summary(job, status, runs, all_marks, len(b.lanes), series, target), tuple(lanes),
+    state = job_state.state_text(slurm, batch, status) if slurm else None
+    return Report(job, summary(job, status, runs, all_marks, len(b.lanes), series, target, state), tuple(lanes),
                   tuple(b.spans), tuple(all_marks), tuple(sorted(lines, key=lambda x: x.at)), tuple(series),
                   min(times) if times else None, max(times) if times else None, target, tuple(notes))

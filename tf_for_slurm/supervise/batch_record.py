@@ -11,13 +11,15 @@ costs one line in the job's log, never the job.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from tf_for_slurm.host.job_folder import batch_path, read_json, status_path, write_json
 
 MAX_HISTORY = 100  # earlier runs kept (a job requeued more often keeps its last ones)
-_CARRIED = ("run", "started_at", "ended_at", "state", "status", "decision", "relaunches", "step")
+_CARRIED = ("run", "started_at", "ended_at", "state", "status", "decision", "relaunches", "step", "checkpoint",
+            "checkpoint_at_start", "slurm_submit", "slurm_start")
 
 
 class BatchRecord:
@@ -27,10 +29,12 @@ class BatchRecord:
                  checkpoint_dir: Optional[str], start_step: Optional[int], say: Callable[[str], None]):
         self.path = batch_path()
         self._say = say
+        self._lock = threading.Lock()  # slurm_times comes from batch-step's backstop thread
         self.data: Dict[str, Any] = {
             "job": job, "run": restarts + 1, "max_requeues": max_requeues, "target": target,
             "checkpoint_dir": os.path.abspath(checkpoint_dir) if checkpoint_dir else None,
             "checkpoint_at_start": start_step, "started_at": round(time.time(), 3), "state": "running",
+            "slurm_submit": None, "slurm_start": None,  # Slurm's SubmitTime and StartTime of this run (slurm_times)
             "history": self._history(job, restarts + 1)}
         self._write()
 
@@ -44,22 +48,29 @@ class BatchRecord:
         history.append({k: last.get(k) for k in _CARRIED if k in last})
         return history[-MAX_HISTORY:]
 
-    def _write(self) -> None:
-        if self.path is None:
-            return
-        try:
-            write_json(self.path, self.data)
-        except OSError as exc:
-            self._say(f"cannot write {self.path}: {exc.strerror or exc}")
-            self.path = None
+    def _write(self, **changes: Any) -> None:
+        """Apply `changes` and write the record, one writer at a time (the last write holds every change)."""
+        with self._lock:
+            self.data.update(changes)
+            if self.path is None:
+                return
+            try:
+                write_json(self.path, self.data)
+            except OSError as exc:
+                self._say(f"cannot write {self.path}: {exc.strerror or exc}")
+                self.path = None
+
+    def slurm_times(self, submit: Optional[float], start: Optional[float]) -> None:
+        """Slurm's SubmitTime and StartTime of this run, epoch seconds (None: Slurm did not say)."""
+        self._write(slurm_submit=submit, slurm_start=start)
 
     def relaunched(self, lost: Sequence[str], nodes: Sequence[str], spares: Sequence[str],
                    checkpoint: Optional[int]) -> None:
         """The step lost `lost` and was started again on `nodes` (`spares` taking the lost ones' places)."""
-        self.data.setdefault("relaunches", []).append(
-            {"at": round(time.time(), 3), "lost": list(lost), "nodes": list(nodes), "spares": list(spares),
-             "checkpoint": checkpoint})
-        self._write()
+        relaunches = [*self.data.get("relaunches", []), {
+            "at": round(time.time(), 3), "lost": list(lost), "nodes": list(nodes), "spares": list(spares),
+            "checkpoint": checkpoint}]
+        self._write(relaunches=relaunches)
 
     def end(self, status: Optional[int], checkpoint: Optional[int], reason: str, requeued: bool) -> None:
         """The run was decided: its step ended with `status`, or still ran (None: decided at the
@@ -69,10 +80,9 @@ class BatchRecord:
         last = read_json(where) if where else None
         progress = _progress(last if last and str(last.get("job", self.data["job"])) == self.data["job"] else None)
         steps = [t["step"] for t in progress.values() if isinstance(t.get("step"), int)]
-        self.data.update(state="requeued" if requeued else "ended", status=status, checkpoint=checkpoint,
-                         decision=reason, ended_at=round(time.time(), 3), progress=progress,
-                         step=max(steps) if steps else None)
-        self._write()
+        self._write(state="requeued" if requeued else "ended", status=status, checkpoint=checkpoint,
+                    decision=reason, ended_at=round(time.time(), 3), progress=progress,
+                    step=max(steps) if steps else None)
 
 
 def _progress(step_status: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:

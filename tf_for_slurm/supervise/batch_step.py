@@ -60,7 +60,7 @@ from tf_for_slurm.plan.stop_relay import (
     Tell,
 )
 from tf_for_slurm.supervise.batch_record import BatchRecord
-from tf_for_slurm.supervise.slurm_job import job_times, requeue_job
+from tf_for_slurm.supervise.slurm_job import job_times, requeue_job, run_times
 from tf_for_slurm.supervise.step_command import StepCommand
 from tf_for_slurm.supervise.warn_file import WARN_POLL, WarnFile, read_warn_file
 
@@ -101,8 +101,8 @@ class _Step:
     actions are carried out here, and nothing else is decided here."""
 
     def __init__(self, job_id: str, warn_margin: float, start_grace: float = START_GRACE,
-                 controller_wait: float = 600.0):
-        self.job_id, self.controller_wait = job_id, controller_wait
+                 controller_wait: float = 600.0, on_times: Callable[..., None] = lambda *_: None):
+        self.job_id, self.controller_wait, self.on_times = job_id, controller_wait, on_times  # batch.json's setter
         self.warn_margin, self.start_grace = warn_margin, start_grace
         self.relay = StopRelay(warn_margin, start_grace)
         self.command = StepCommand()
@@ -132,9 +132,10 @@ class _Step:
         self._do(self.relay.signal_came(signal.Signals(signo).name[3:], time.time(), when))
 
     def arm_backstop(self) -> None:
-        """Tell the step to stop --warn-margin s before EndTime even if no warning comes."""
-        start, end = job_times(self.job_id, self.controller_wait, _say)  # an outage at the start is waited out
+        """Tell the step to stop --warn-margin s before EndTime even if no warning comes; `on_times` too."""
+        submit, start, end = run_times(self.job_id, self.controller_wait, _say)  # an outage at the start is waited out
         self.job_start = start
+        self.on_times(submit, start)
         self._do(self.relay.backstop_times(start, end, time.time()))
 
     def _backstop(self, end: float) -> None:
@@ -369,7 +370,7 @@ def _relaunch_while_lost(run: _Run, step: _Step, status: Optional[int], command:
              f"the step ended; it resumes from {at}")
         record.relaunched(choice.lost, choice.nodes, choice.spares, ckpt)
         step.retire()
-        step = _Step(run.job, step.warn_margin, step.start_grace, run.controller_wait)
+        step = _Step(run.job, step.warn_margin, step.start_grace, run.controller_wait, record.slurm_times)
         status = _run_srun(step, with_nodes(command, len(choice.nodes), nodelist=choice.nodes, exclude=lost_before,
                                             overlap=True), warn_file)
 
@@ -388,7 +389,7 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
     if restarts:
         _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at {run.start_step})")
     record = BatchRecord(job, restarts, max_requeues, target, checkpoint_dir, run.start_step, say=_say)
-    step = _Step(job, warn_margin, start_grace, controller_wait)
+    step = _Step(job, warn_margin, start_grace, controller_wait, record.slurm_times)
     first = with_nodes(command, len(allocation) - spare_nodes) if spare_nodes else command
     status = _run_srun(step, first, warn_file)
     if max_relaunches:

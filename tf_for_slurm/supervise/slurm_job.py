@@ -1,4 +1,4 @@
-"""What batch-step asks Slurm about its own job: its start and end times (squeue), a requeue (scontrol).
+"""What batch-step asks Slurm about its own job: its submit, start and end times (squeue), a requeue (scontrol).
 
 Why a module of its own: both are commands run as children, each with its own failure rule (squeue
 unanswered means "times unknown"; a refused requeue is the job's failure), kept out of the wiring.
@@ -17,22 +17,38 @@ from tf_for_slurm.host.slurm_call import Say, call
 Run = Callable[..., Any]  # subprocess.run, or a stand-in in tests
 
 
-def job_times(job_id: str, patience: float, say: Optional[Say] = None,
-              run: Run = subprocess.run) -> Tuple[Optional[float], Optional[float]]:
-    """The job's (StartTime, EndTime) in epoch seconds from squeue, each None when Slurm does not say
-    (also when its controller stayed away for `patience` s)."""
-    res = call(["squeue", "-h", "-j", job_id, "-O", "StartTime,EndTime"], what=f"squeue -j {job_id}",
+class JobTimes(NamedTuple):
+    """Slurm's times of the job's run, epoch seconds, each None when Slurm does not say.  `submit`: its
+    SubmitTime, which Slurm (22.05, measured) sets again at a requeue: a later run's is when the
+    requeue put it back in the queue; `start`: this run's StartTime; `end`: its EndTime (the time limit)."""
+
+    submit: Optional[float]
+    start: Optional[float]
+    end: Optional[float]
+
+
+def run_times(job_id: str, patience: float, say: Optional[Say] = None, run: Run = subprocess.run) -> JobTimes:
+    """The job's SubmitTime, StartTime and EndTime from one squeue (its last line: a heterogeneous
+    job's last component), each None when Slurm does not say ('N/A', 'Unknown', a column missing)
+    or when its controller stayed away for `patience` s."""
+    res = call(["squeue", "-h", "-j", job_id, "-O", "SubmitTime,StartTime,EndTime"], what=f"squeue -j {job_id}",
                patience=patience, say=say, timeout=30, run=run)
-    fields = res.stdout.split() if res.ok else []
-    times: List[Optional[float]] = []
-    for text in fields[-2:]:
+    lines = [line for line in res.stdout.splitlines() if line.strip()] if res.ok else []
+    fields = lines[-1].split()[-3:] if lines else []
+    times: List[Optional[float]] = [None] * (3 - len(fields))  # fewer columns: the last ones (EndTime alone: no start)
+    for text in fields:
         try:
             times.append(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
-        except ValueError:
+        except (ValueError, OverflowError):
             times.append(None)
-    while len(times) < 2:  # EndTime alone (one column): no start
-        times.insert(0, None)
-    return times[0], times[1]
+    return JobTimes(*times)
+
+
+def job_times(job_id: str, patience: float, say: Optional[Say] = None,
+              run: Run = subprocess.run) -> Tuple[Optional[float], Optional[float]]:
+    """The job's (StartTime, EndTime) in epoch seconds (run_times)."""
+    times = run_times(job_id, patience, say, run)
+    return times.start, times.end
 
 
 #: scontrol with SIGTERM ignored: a requeue ends the run's processes with SIGTERM, scontrol among them, and
@@ -62,4 +78,4 @@ def requeue_job(job_id: str, patience: float, say: Optional[Say] = None,
     return RequeueFailed(f"killed by signal {-res.returncode}" if res.returncode < 0 else str(res.returncode), False)
 
 
-__all__ = ["RequeueFailed", "job_times", "requeue_job"]
+__all__ = ["JobTimes", "RequeueFailed", "job_times", "requeue_job", "run_times"]
