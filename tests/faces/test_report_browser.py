@@ -4,12 +4,14 @@ job's page to a PNG, and its pixels must show what the page claims to draw.
 Why pixels: an HTML string can hold every mark and still draw none (a broken attribute, a bar
 outside the SVG, CSS that hides it).  Each kind's colour is drawn exactly (crisp edges) in three
 places: its legend swatch (SWATCH x SWATCH px), its marks in the timeline and its ticks under the
-step chart; so a colour seen on more pixels than its swatch is a mark the browser drew.
+step chart; so a colour seen on more pixels than its swatch is a mark the browser drew.  The same
+for the goodput bar: each part's colour is in its table's swatch and in its stretch of the bar.
 Skipped, with the reason, where Chromium is not installed.  About 1.5 s.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections import Counter
@@ -18,9 +20,21 @@ from pathlib import Path
 import pytest
 from report_shot import hex_rgb, read_png, recorded_job, shoot
 
-from tf_for_slurm.cli.report import REPORT, report_of
+from tf_for_slurm.cli.report import REPORT, page_of, read_folder
+from tf_for_slurm.cli.report_page import (
+    BAR_HEIGHT,
+    BAR_MIN,
+    COLOURS,
+    GOODPUT_COLOURS,
+    MARK_HEIGHT,
+    MARK_WIDTH,
+    RUNNING,
+    STEP_COLOURS,
+    SWATCH,
+)
+from tf_for_slurm.cli.status import job_account
 from tf_for_slurm.host.job_folder import write_text
-from tf_for_slurm.cli.report_page import COLOURS, MARK_HEIGHT, MARK_WIDTH, RUNNING, STEP_COLOURS, SWATCH, page
+from tf_for_slurm.plan.goodput import PARTS
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None,
                                 reason="chromium is not installed (Debian: apt-get install chromium)")
@@ -40,7 +54,7 @@ def _render(tmp_path: Path, html: str) -> Counter:
 
 
 def _page(folder: Path) -> str:
-    return page(report_of(str(folder), "4242"))
+    return page_of(str(folder), "4242")
 
 
 def test_the_browser_draws_the_bars_the_marks_and_the_step_curves(tmp_path):
@@ -65,3 +79,31 @@ def test_a_page_without_marks_fails_the_check(tmp_path):
     counts = _render(tmp_path, stripped)
     for kind in ("restart", "hang", "lost"):  # no line across the page has these colours
         assert counts[hex_rgb(COLOURS[kind])] <= LEGEND, kind
+
+
+def test_the_browser_draws_each_part_of_the_goodput_bar(tmp_path):
+    """Every part with seconds is drawn: its colour on its swatch and at least BAR_MIN - 1 px of the bar's
+    height (BAR_MIN px, edges on whole pixels); a part with none (here: redone) only on its swatch.  The
+    same page without the bar's rects has only the swatches: the check tells a drawn bar from none."""
+    folder = recorded_job(tmp_path / "4242")
+    status = json.loads((folder / "status.json").read_text())
+    status["progress"]["1"]["save_s"] = 6.5  # saves recorded: a part with seconds the recorded job lacks
+    (folder / "status.json").write_text(json.dumps(status))
+    acc = job_account("4242", *read_folder(str(folder))[:3])
+    drawn = [k for k in PARTS if acc.parts[k] > 0]
+    assert "saves" in drawn and "redone" not in drawn, acc.parts
+    html = _page(folder)
+    counts = _render(tmp_path, html)
+    for k in PARTS:
+        seen = counts[hex_rgb(GOODPUT_COLOURS[k])]
+        if k in drawn:
+            least = LEGEND + (BAR_MIN - 1) * BAR_HEIGHT
+            assert seen >= least, f"{k} ({GOODPUT_COLOURS[k]}): {seen} px, fewer than {least}: not drawn"
+        else:
+            assert seen <= LEGEND, f"{k} ({GOODPUT_COLOURS[k]}): {seen} px for a part with no seconds"
+    assert counts[hex_rgb(GOODPUT_COLOURS["training"])] > LEGEND + 0.5 * 1160 * BAR_HEIGHT  # most of the bar
+    stripped = re.sub(r'<rect class="part .*?</rect>', "", html, flags=re.S)
+    assert stripped != html
+    counts = _render(tmp_path, stripped)
+    for k in drawn:
+        assert counts[hex_rgb(GOODPUT_COLOURS[k])] <= LEGEND, k

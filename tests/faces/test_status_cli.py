@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 from envs import no_slurm_env
+from report_shot import batch_json, recorded_job, status_json, timeline_lines
 
 from tf_for_slurm.cli.status import gather, render
 from tf_for_slurm.host.scontrol import JobAnswer
+from tf_for_slurm.plan.goodput import account, status_line
+from tf_for_slurm.plan.job_report import parse_timeline
+from tf_for_slurm.supervise.batch_record import BatchRecord
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -253,8 +257,6 @@ def test_bad_arguments_are_one_line_exit_2(args, message, tmp_path, no_slurm, cl
 def test_status_lists_the_jobs_lost_nodes_relaunches_and_requeues_in_order(tmp_path, monkeypatch):
     """batch.json carries the job's earlier runs: run 1 lost node2 (relaunched on the spare), then node3
     (no healthy node left: requeued); run 2 lost node1 and was relaunched."""
-    from tf_for_slurm.supervise.batch_record import BatchRecord
-
     monkeypatch.setenv("TF_SLURM_JOB_DIR", str(tmp_path))
     monkeypatch.delenv("TF_SLURM_STATUS_FILE", raising=False)
     said = []
@@ -294,7 +296,8 @@ def write_job_folder(folder, state, updated_at):
             "tasks": [[0, "ps", 0, "node1", "running", None, 0, updated_at],
                       [1, "worker", 0, "node2", "running", None, 0, updated_at]]}
     (folder / "status.json").write_text(json.dumps(step))
-    earlier = {"run": 1, "state": "requeued", "ended_at": updated_at - 60, "decision": "the time limit is near: requeue 1"}
+    earlier = {"run": 1, "state": "requeued", "ended_at": updated_at - 60,
+               "decision": "the time limit is near: requeue 1"}
     (folder / "batch.json").write_text(json.dumps({"job": "4646", "run": 2, "target": 600, "history": [earlier]}))
 
 
@@ -317,6 +320,75 @@ def test_a_controller_that_does_not_answer_is_said_and_the_folder_still_shown(tm
     res = cli(cli_runs, "status", "4646", env=forgot)
     assert res.stdout.splitlines()[0] == "job 4646: Slurm does not know it (ended a while ago, or not a Slurm job)"
     assert json.loads(cli(cli_runs, "status", "4646", "--json", env=forgot).stdout)["slurm_away"] is None
+
+
+def _slurm_time(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+
+@pytest.mark.parametrize("ended_after,state", [
+    (300, "COMPLETED (Slurm: TIMEOUT; the step had ended 0 at {clock}, before the time limit; Slurm's controller "
+          "was away when the job ended)"),
+    (601, "TIMEOUT"),  # the step ended after the time limit: Slurm's word stands
+])
+def test_a_timeout_slurm_recorded_for_a_step_that_had_ended_says_what_it_was(tmp_path, cli_runs, ended_after, state):
+    """issue 44: the job's step had ended (batch-step decided 'ended', status 0) but Slurm's controller was
+    away as the job ended, and Slurm recorded it TIMEOUT at its limit; status says what the folder knows,
+    Slurm's word beside it."""
+    start = float(int(time.time()) - 700)  # a 10-minute job, its limit 100 s ago
+    env = slurm_stand_ins(tmp_path, "echo 'JobId=4949 JobName=train JobState=TIMEOUT Reason=TimeLimit "
+                                    "Dependency=(null) Restarts=0 RunTime=00:10:00 TimeLimit=00:10:00 "
+                                    f"StartTime={_slurm_time(start)} EndTime={_slurm_time(start + 660)} "
+                                    "NodeList=node[1-2]'\n")
+    folder = tmp_path / "jobs" / "4949"
+    write_job_folder(folder, "ended", start + ended_after)
+    step = json.loads((folder / "status.json").read_text())
+    step.update(job="4949", decided_at=start + ended_after, counts={"exited": 2},
+                tasks=[row[:4] + ["exited", 0] + row[6:] for row in step["tasks"]])
+    (folder / "status.json").write_text(json.dumps(step))
+    (folder / "batch.json").write_text(json.dumps({
+        "job": "4949", "run": 1, "target": 600, "started_at": start + 1, "state": "ended", "status": 0,
+        "ended_at": start + ended_after + 2, "decision": "training ended without a time-limit warning",
+        "history": []}))
+    res = cli(cli_runs, "status", "4949", env=env)
+    assert res.returncode == 0, res.stderr
+    why = "Slurm's reason: it reached its time limit (TimeLimit)" if state != "TIMEOUT" else \
+        "it reached its time limit (TimeLimit)"
+    clock = time.strftime("%H:%M:%S", time.localtime(start + ended_after))
+    assert res.stdout.splitlines()[0] == (f"job 4949: {state.format(clock=clock)} on node[1-2], run time 00:10:00 of "
+                                          f"00:10:00, requeued 0 time(s); {why}"), res.stdout
+    assert "step 4949.0: tf1, ended with status 0" in res.stdout
+    view = json.loads(cli(cli_runs, "status", "4949", "--json", env=env).stdout)
+    assert (view["slurm"]["JobState"], view["slurm"]["StartTime"]) == ("TIMEOUT", _slurm_time(start))
+
+
+def test_the_goodput_line_once_training_started(tmp_path, no_slurm, cli_runs):
+    """Before any task reported a step: no goodput line, "goodput": null.  The recorded job (requeued,
+    relaunched, ended): the account's line right after the training line, once; --json has the account, as
+    plan.goodput makes it of the same files, ended at batch.json's ended_at (not now)."""
+    write_job_folder(tmp_path / "jobs" / "4646", "running", time.time())
+    step = json.loads((tmp_path / "jobs" / "4646" / "status.json").read_text())
+    for progress in (None, {"1": {"step": None, "history": []}}):  # nothing yet; a task with no step yet
+        if progress is not None:
+            step["progress"] = progress
+            (tmp_path / "jobs" / "4646" / "status.json").write_text(json.dumps(step))
+        res = cli(cli_runs, "status", "4646", env=no_slurm)
+        assert res.returncode == 0 and "goodput" not in res.stdout, res.stdout
+        view = json.loads(cli(cli_runs, "status", "4646", "--json", env=no_slurm).stdout)
+        assert view["goodput"] is None and view["goodput_line"] is None
+    recorded_job(tmp_path / "jobs" / "4242")
+    res = cli(cli_runs, "status", "4242", env=no_slurm)
+    assert res.returncode == 0, res.stderr
+    expected = account("4242", status_json(), batch_json(), parse_timeline("\n".join(timeline_lines()), 20_000),
+                       batch_json()["ended_at"])
+    lines = res.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("training: step 800 of 800"))
+    assert lines[at + 1] == status_line(expected) and lines[at + 1].startswith("goodput ")
+    assert sum(line.startswith("goodput ") for line in lines) == 1, res.stdout
+    view = json.loads(cli(cli_runs, "status", "4242", "--json", env=no_slurm).stdout)
+    assert view["goodput"] == json.loads(json.dumps(expected.to_json()))
+    assert view["goodput_line"] == lines[at + 1]
+    assert isinstance(view["step"]["tasks"][0], dict)  # the rows still dicts for people and scripts
 
 
 def test_no_folder_here_and_no_controller_to_ask_is_one_line(tmp_path, cli_runs):

@@ -181,6 +181,10 @@ COMMANDS = (
     Command("report", "report", "Write one self-contained HTML page of a job's timeline into its folder: every "
             "task's runs, restarts, hangs, losses, relaunches and requeues, and each worker's step over time.",
             "tf-slurm report 123456\n  tf-slurm report tf_slurm_jobs/123456 --output /tmp/job.html"),
+    Command("goodput", "goodput", "Print where each job's time went: queue, start-up, training, saves, redone "
+            "steps, faults, end wait, other; the goodput and what would raise it.",
+            "tf-slurm goodput 123456 123457\n  tf-slurm goodput 123456 --json\n"
+            "  tf-slurm goodput $(ls tf_slurm_jobs) --csv > goodput.csv"),
 )
 
 

@@ -6,10 +6,13 @@ too), and every string in it is escaped (a hang's detail may be a task log's wor
 of the event kinds are fixed (COLOURS), so a person learns them once and the browser test
 (tests/faces/test_report_browser.py) finds them in the rendered pixels.
 
-Layout, 1160 px wide (readable at 1200): the summary, the legend, the timeline (x: wall time on this
+Layout, 1160 px wide (readable at 1200): the summary, where the time went (plan.goodput's account: one
+stacked bar of its parts, each in its fixed colour (GOODPUT_COLOURS), over a table of their seconds,
+share of the wall time and node-seconds), the legend, the timeline (x: wall time on this
 machine's clock, one row per task under the job's own row; bars where a task ran, marks for its
 events, lines across for run starts, requeues and relaunches), then the training step over time
-(one line per task, the same x axis, the events as ticks at its foot).
+(one line per task, broken between runs: a requeued job trained nothing while it waited in the queue;
+the same x axis, the events as ticks at its foot).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import math
 import time
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from tf_for_slurm.plan.goodput import PARTS, Account, status_line
 from tf_for_slurm.plan.job_report import JOB_LANE, KINDS, Mark, Report
 
 # the documented colours (docs/REFERENCE.md, "A job's timeline"); the browser test checks them
@@ -29,6 +33,20 @@ COLOURS: Dict[str, str] = {
 }
 RUN_LINE = "#9e9e9e"  # a run's start, dashed
 STEP_COLOURS = ("#00acc1", "#6d4c41", "#c0ca33", "#5e35b1", "#f4511e", "#546e7a", "#ec407a", "#26a69a")
+GOODPUT_COLOURS: Dict[str, str] = {  # plan.goodput's PARTS, in the bar's order; no grey (text's edges are grey)
+    "queued": "#b0bec5", "start_up": "#ffca28", "training": "#2e7d32", "saves": "#0277bd",
+    "redone": "#ff7043", "faults": "#c62828", "end_wait": "#7e57c2", "other": "#a1887f",
+}
+PART_WORDS: Dict[str, Tuple[str, str]] = {  # a part's name on the page, and what it means (its tooltip)
+    "queued": ("queued", "in Slurm's queue: before run 1, between runs, since a requeue (no node-seconds)"),
+    "start_up": ("start-up", "a run's start to its first training step"),
+    "training": ("training", "steps reached for the first time"),
+    "saves": ("saves", "checkpoint saves (the longest any task recorded)"),
+    "redone": ("redone", "steps done again after going back to a checkpoint"),
+    "faults": ("faults", "a restart, hang, lost task, failed exit or relaunch to training again"),
+    "end_wait": ("end wait", "the last training step to the run's end"),
+    "other": ("other", "stalls without a fault (evaluation, slow steps), checkpoint and requeue, rounding"),
+}
 WIDTH = 1160  # the SVGs' width in px
 LEFT = 250  # where the time axis starts (the lane labels left of it)
 RIGHT = 20
@@ -41,6 +59,8 @@ SWATCH = 12  # a legend swatch is SWATCH x SWATCH px
 ORDER = ("start", "end", "restart", "relaunch", "requeue", "lost", "hang")  # drawing order: the rarest on top
 NICE = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
 LABEL_CHARS = 38  # of a lane's label shown (the whole label is its tooltip)
+BAR_HEIGHT = 20  # the goodput bar's
+BAR_MIN = 3  # px of the bar a part with any seconds gets, however small (so each one drawn is seen)
 
 CSS = """
 body { margin: 0; padding: 12px 16px; font: 13px/1.4 sans-serif; color: #212121; background: #fff; }
@@ -53,6 +73,10 @@ p { margin: 2px 0; max-width: 1160px; overflow-wrap: anywhere; }
 svg { display: block; font: 11px sans-serif; }
 .lane text, .axis text { fill: #424242; }
 .foot { color: #757575; margin-top: 8px; }
+table.goodput { border-collapse: collapse; margin: 4px 0 2px; }
+table.goodput th, table.goodput td { padding: 0 14px 0 0; text-align: right; font-weight: normal; white-space: nowrap; }
+table.goodput th:first-child { text-align: left; color: #757575; }
+details { margin: 2px 0; color: #757575; }
 """
 
 
@@ -213,16 +237,63 @@ def steps(report: Report, scale: Scale) -> str:
         out.append(f'<line x1="{LEFT}" y1="{y}" x2="{WIDTH - RIGHT}" y2="{y}" stroke="#757575" '
                    f'stroke-dasharray="6 4"><title>target step {report.target}</title></line>')
     out += _boundaries(report, scale, top, bottom)
-    for i, s in enumerate(report.series):
+    for i, s in enumerate(report.series):  # one path per task, a subpath (M) per run: no line across a gap
         colour = STEP_COLOURS[i % len(STEP_COLOURS)]
-        points = " ".join(f"{scale.x(t):.1f},{y_of(step):.1f}" for t, step in s.points)
+        path = " ".join("M" + " L".join(f"{scale.x(t):.1f},{y_of(step):.1f}" for t, step in segment)
+                        + (" l0,0" if len(segment) == 1 else "") for segment in s.segments)  # a lone point: a dot
         last_t, last_step = s.points[-1]
-        out.append(f'<polyline class="steps" points="{points}" fill="none" stroke="{colour}" stroke-width="3" '
-                   f'stroke-linejoin="round">{_title(f"{s.label}: step {last_step} at {clock(last_t, scale.days)}")}'
-                   "</polyline>")
+        out.append(f'<path class="steps" d="{path}" fill="none" stroke="{colour}" stroke-width="3" '
+                   f'stroke-linejoin="round" stroke-linecap="round">'
+                   f'{_title(f"{s.label}: step {last_step} at {clock(last_t, scale.days)}")}</path>')
     out += _step_ticks(report, scale, bottom)
     out.append(f'<text x="{LEFT}" y="{bottom + 16}" fill="#757575">training step (ticks: the events above)</text>')
     out.append("</svg>")
+    return "\n".join(out)
+
+
+def _bar_edges(acc: Account) -> List[Tuple[str, int, int]]:
+    """(part, x, width) of each part with seconds, by its share of the wall time: at least BAR_MIN px
+    (taken off the widest), edges on whole pixels (each colour exactly its own)."""
+    shown = [(k, v) for k, v in acc.parts.items() if v > 0]
+    widths = [max(BAR_MIN, v / acc.total_s * WIDTH) for _, v in shown]
+    widest = widths.index(max(widths))
+    widths[widest] -= sum(widths) - WIDTH
+    edges = [0.0]
+    for w in widths:
+        edges.append(edges[-1] + w)
+    xs = [int(round(e)) for e in edges]
+    return [(k, xs[i], xs[i + 1] - xs[i]) for i, (k, _) in enumerate(shown)]
+
+
+def goodput_section(acc: Account) -> str:
+    """Where the time went: the status line, one stacked bar of the parts (by wall time) and a table of
+    each part's seconds, share of the wall time and node-seconds, the advice, the notes folded."""
+    def cell(k: str, v: float) -> str:
+        return f"{v:,.0f}" if v > 0 or k == "total" else "-"
+
+    out = ['<h2>Where the time went</h2>', f'<p class="goodput">{esc(status_line(acc))}</p>',
+           f'<svg width="{WIDTH}" height="{BAR_HEIGHT + 4}" role="img" aria-label="goodput bar">']
+    for k, x, w in _bar_edges(acc):
+        v = acc.parts[k]
+        text = f"{PART_WORDS[k][0]}: {v:,.0f} s, {v / acc.total_s:.1%} of the wall time ({PART_WORDS[k][1]})"
+        out.append(f'<rect class="part {k}" x="{x}" y="2" width="{w}" height="{BAR_HEIGHT}" '
+                   f'fill="{GOODPUT_COLOURS[k]}" shape-rendering="crispEdges">{_title(text)}</rect>')
+    out.append("</svg>")
+    head = "".join(f'<th title="{esc(PART_WORDS[k][1])}"><span class="key"><i style="background:'
+                   f'{GOODPUT_COLOURS[k]}"></i>{esc(PART_WORDS[k][0])}</span></th>' for k in PARTS)
+    walls = {**acc.parts, "total": acc.total_s}
+    nodes = {**acc.node_parts, "total": acc.node_s}
+    share = {k: f"{v / acc.total_s:.1%}" if v > 0 or k == "total" else "-" for k, v in walls.items()}
+    rows = [("seconds", {k: cell(k, v) for k, v in walls.items()}), ("% of wall", share),
+            ("node-seconds", {k: cell(k, v) for k, v in nodes.items()})]
+    out.append(f'<table class="goodput"><tr><th>part</th>{head}<th>total</th></tr>')
+    out += [f"<tr><th>{name}</th>" + "".join(f"<td>{esc(cells[k])}</td>" for k in (*PARTS, "total")) + "</tr>"
+            for name, cells in rows]
+    out.append("</table>")
+    out += [f'<p class="note">{esc(a)}</p>' for a in acc.advice]
+    if acc.notes:
+        out.append("<details><summary>how these were measured</summary>"
+                   + "".join(f"<p>{esc(n)}</p>" for n in acc.notes) + "</details>")
     return "\n".join(out)
 
 
@@ -241,8 +312,9 @@ def series_legend(report: Report) -> str:
     return '<div class="legend">' + "\n".join(keys) + "</div>"
 
 
-def page(report: Report, now: Optional[float] = None) -> str:
-    """The whole page, one self-contained HTML string."""
+def page(report: Report, now: Optional[float] = None, goodput: Optional[Account] = None) -> str:
+    """The whole page, one self-contained HTML string (`goodput`: the job's account, drawn over the
+    timeline when it has any time)."""
     now = time.time() if now is None else now
     head = (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
@@ -250,6 +322,8 @@ def page(report: Report, now: Optional[float] = None) -> str:
             f"<style>{CSS}</style></head>\n<body>\n<h1>Job {esc(report.job)}</h1>\n")
     body = [f'<p class="summary">{esc(report.summary)}</p>']
     body += [f'<p class="note">{esc(n)}</p>' for n in report.notes]
+    if goodput is not None and goodput.total_s > 0:
+        body.append(goodput_section(goodput))
     if report.start is None or report.end is None:
         body.append('<p class="note">nothing with a time was recorded yet: no timeline, no step start</p>')
     else:

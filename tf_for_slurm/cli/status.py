@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -26,7 +27,10 @@ from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings
 from tf_for_slurm.host.scontrol import JobAnswer, ask_job
+from tf_for_slurm.plan import job_state
 from tf_for_slurm.plan.failure_words import log_explains, why_from_log
+from tf_for_slurm.plan.goodput import Account, account, status_line
+from tf_for_slurm.plan.job_report import MAX_EVENTS, Timeline, parse_timeline
 from tf_for_slurm.plan.slurm_reasons import reason_text
 from tf_for_slurm.plan.step_status import failure_text, task_rows, went_on_without
 from tf_for_slurm.supervise.batch_step import read_checkpoint_step
@@ -39,6 +43,8 @@ STALE = 30.0  # seconds without a status write after which a step's hub is taken
 COLUMNS = ["rank", "role", "index", "node", "state", "status", "restarts", "heard"]
 EARLY_LOGS = 32  # task logs read, at most, for why the tasks failed before the step's status was written
 EARLY_SHOWN = 3  # of those, the lines shown
+TIMELINE_BYTES = 4 * 1024 * 1024  # of timeline.jsonl read (its end: the newest events), here and by report
+ACCOUNT_ENDED = ("ended", "completed", "failed")  # status.json states of a job that ended (without batch.json)
 _TASK_LOG = re.compile(r"^task-(\d+)\.out$")  # job_folder.TASK_LOG's names
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")  # srun -l's rank label (a heterogeneous job's task lines in job.out)
 
@@ -57,7 +63,7 @@ def slurm_view(info: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
     """The parts of `scontrol show job` that status shows."""
     if info is None:
         return None
-    keys = ("JobState", "Reason", "NodeList", "RunTime", "TimeLimit", "EndTime", "Restarts", "WorkDir")
+    keys = ("JobState", "Reason", "NodeList", "RunTime", "TimeLimit", "StartTime", "EndTime", "Restarts", "WorkDir")
     return {k: info[k] for k in keys if k in info}
 
 
@@ -98,9 +104,14 @@ def early_failures(folder: str) -> List[Dict[str, Any]]:
 def gather(folder: str, job_id: Optional[str], lookup: Callable[[str], JobAnswer],
            checkpoint: Callable[[Optional[str]], Optional[int]] = read_checkpoint_step) -> Dict[str, Any]:
     """Everything `status` shows, as one JSON-ready dict: `slurm` (None: Slurm does not know the job,
-    or did not answer: then `slurm_away` is the line that said so), `step`, `batch`, and, without a
-    step status, `early_failures` (what the tasks' logs say)."""
+    or did not answer: then `slurm_away` is the line that said so), `step`, `batch`, once training
+    started `goodput` (plan.goodput's account) and `goodput_line`, and, without a step status,
+    `early_failures` (what the tasks' logs say)."""
     step = job_folder.read_json(os.path.join(folder, job_folder.STATUS))
+    batch = job_folder.read_json(os.path.join(folder, job_folder.BATCH))
+    job = job_id or (str(step["job"]) if step else None) or (str(batch["job"]) if batch else None)
+    # the account reads the files as written (compact rows), before the rows become dicts below
+    acc = job_account(job or "?", step, batch, timeline_tail(folder)) if training_started(step) else None
     if step is not None:  # rows as dicts for people and scripts (the file keeps them compact)
         step["tasks"] = task_rows(step)
         step.pop("columns", None)
@@ -110,13 +121,53 @@ def gather(folder: str, job_id: Optional[str], lookup: Callable[[str], JobAnswer
             failure["log"] = log if os.path.isfile(log) else None
             if failure.get("detail") is None:  # the hub read nothing, or did not live to (srun killed it)
                 failure["detail"] = job_folder.failure_detail(folder, failure["rank"])
-    batch = job_folder.read_json(os.path.join(folder, job_folder.BATCH))
     if batch is not None and batch.get("checkpoint_dir"):
         batch["checkpoint_now"] = checkpoint(batch["checkpoint_dir"])
-    job = job_id or (str(step["job"]) if step else None) or (str(batch["job"]) if batch else None)
     answer = lookup(job) if job else JobAnswer()
     return {"job": job, "folder": folder, "slurm": slurm_view(answer.info), "slurm_away": answer.away,
-            "step": step, "batch": batch, "early_failures": None if step else early_failures(folder)}
+            "step": step, "batch": batch, "goodput": acc.to_json() if acc else None,
+            "goodput_line": status_line(acc) if acc else None,
+            "early_failures": None if step else early_failures(folder)}
+
+
+def training_started(step: Optional[Mapping[str, Any]]) -> bool:
+    """A task reported a training step (status.json's progress): before that, no account is worth a line."""
+    progress = step.get("progress") if isinstance(step, Mapping) else None
+    return isinstance(progress, Mapping) and any(isinstance(t, Mapping) and type(t.get("step")) is int
+                                                 for t in progress.values())
+
+
+def timeline_tail(folder: str) -> Optional[Timeline]:
+    """The folder's timeline.jsonl, its last TIMELINE_BYTES only (a long job's file stays a bounded read),
+    or None where there is none; cli/report.py's read_timeline adds its notes."""
+    text = job_folder.read_tail(os.path.join(folder, job_folder.TIMELINE), TIMELINE_BYTES)
+    return None if text is None else parse_timeline(text, MAX_EVENTS)
+
+
+def account_now(step: Optional[Mapping[str, Any]], batch: Optional[Mapping[str, Any]], clock: float) -> float:
+    """Where a job's account ends: `clock` while it runs or waits requeued (its queue grows), else the last
+    end the folder knows (batch.json's ended_at, else status.json's updated_at), so an ended job's account
+    stays as it was.  batch.json's state decides when batch-step ran the job (its status.json may be an
+    ended run's while the job waits requeued); without it, status.json's.  No Slurm call."""
+    state = batch.get("state") if isinstance(batch, Mapping) else None
+    if state is None:
+        state = step.get("state") if isinstance(step, Mapping) else None
+        ended = isinstance(state, str) and state.lower() in ACCOUNT_ENDED
+    else:
+        ended = state == "ended"
+    for source, key in ((batch, "ended_at"), (step, "updated_at")):
+        at = source.get(key) if ended and isinstance(source, Mapping) else None
+        if isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at) and at > 0:
+            return float(at)
+    return clock
+
+
+def job_account(job: str, step: Optional[Mapping[str, Any]], batch: Optional[Mapping[str, Any]],
+                timeline: Optional[Timeline], clock: Optional[float] = None) -> Account:
+    """plan.goodput's account of the job's files (as read, any may be None), ended where account_now says:
+    the one rule status, report and goodput share."""
+    now = account_now(step, batch, time.time() if clock is None else clock)
+    return account(job, step, batch, timeline, now)
 
 
 def _ago(now: float, when: Optional[float]) -> str:
@@ -148,8 +199,8 @@ def render(view: Mapping[str, Any], now: float) -> str:
     lines: List[str] = []
     slurm, step, batch = view.get("slurm"), view.get("step"), view.get("batch")
     job = view.get("job") or "?"
-    if slurm:
-        lines.append(job_line(str(job), slurm))
+    if slurm:  # Slurm's state, or what the job folder says it was with Slurm's word beside it (plan.job_state)
+        lines.append(job_line(str(job), slurm, job_state.state_text(slurm, batch, step)))
     elif view.get("slurm_away"):
         lines.append(f"job {job}: Slurm's controller does not answer ({view['slurm_away']}); "
                      "what the job folder knows follows")
@@ -184,7 +235,8 @@ def render(view: Mapping[str, Any], now: float) -> str:
     if step.get("lost"):
         lines.append(f"lost nodes: {went_on_without(step)}")
     names = {t["rank"]: f"{t['role']} {t['index']} ({t['node']})" for t in step["tasks"]}
-    for line in (training_view.training_line(step, slurm, batch, now), training_view.slow_line(step, names)):
+    for line in (training_view.training_line(step, slurm, batch, now), view.get("goodput_line"),
+                 training_view.slow_line(step, names)):
         if line:
             lines.append(line)
     rows = []
@@ -214,18 +266,20 @@ def no_step_lines(view: Mapping[str, Any]) -> List[str]:
     return lines
 
 
-def job_line(job: str, slurm: Mapping[str, str]) -> str:
-    """Slurm's view in one line: the state, the nodes (when it has some), the times, and why it waits
-    or ended, in words with Slurm's code ('job 7: PENDING: waiting for its turn: ... (Priority); ...')."""
-    state, nodes = slurm.get("JobState", "?"), slurm.get("NodeList", "")
+def job_line(job: str, slurm: Mapping[str, str], state: Optional[str] = None) -> str:
+    """Slurm's view in one line: the state (`state`: in words, plan.job_state's), the nodes (when it has
+    some), the times, and why it waits or ended, in words with Slurm's code ('job 7: PENDING: waiting for
+    its turn: ... (Priority); ...')."""
+    state, nodes = state or slurm.get("JobState", "?"), slurm.get("NodeList", "")
     why = reason_text(slurm.get("Reason"), job)
     requeued = f"requeued {slurm.get('Restarts', '0')} time(s)"
     if state == "PENDING":  # no nodes, no run time yet: why it waits comes first
         return f"job {job}: PENDING" + (f": {why}" if why else "") + \
             f"; time limit {slurm.get('TimeLimit', '?')}, {requeued}"
     where = f" on {nodes}" if nodes and nodes not in ("(null)", "None assigned") else ""
+    said = "Slurm's reason: " if why and state != slurm.get("JobState", "?") else ""  # not what the job was
     return (f"job {job}: {state}{where}, run time {slurm.get('RunTime', '?')} of {slurm.get('TimeLimit', '?')}, "
-            f"{requeued}" + (f"; {why}" if why else ""))
+            f"{requeued}" + (f"; {said}{why}" if why else ""))
 
 
 def locate(job: str, root: Optional[str], lookup: Callable[[str], Optional[Dict[str, str]]]) -> tuple:
