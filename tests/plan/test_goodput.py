@@ -202,8 +202,20 @@ def test_a_run_resumed_from_its_checkpoint_though_its_first_report_came_steps_la
     b = batch(run(2, 1000, 1500, checkpoint_at_start=500), history)
     acc = checked(account("9", status({"0": track(points)}), b, None, T))
     assert acc.redone_steps == 30 and [r.resumed_from for r in acc.runs] == [0, 500]
-    bogus = batch(run(2, 1000, 1500, checkpoint_at_start=900), history)  # above its first report: not taken
+    # a report below the checkpoint as the run starts (TF1's chief said step 0 before its restore): not a going back
+    early = points[:266] + [(1035, 0)] + points[266:]
+    assert checked(account("9", status({"0": track(early)}), b, None, T)).redone_steps == 30
+    bogus = batch(run(2, 1000, 1500, checkpoint_at_start=5000), history)  # above every step it reported: not taken
     assert checked(account("9", status({"0": track(points)}), bogus, None, T)).redone_steps == 18
+
+
+def test_a_runs_furthest_step_is_batch_jsons_when_its_thinned_history_lost_the_last_point():
+    # run 1 reached S = 530 (batch.json's step) but its history kept 520 as its last point
+    points = ramp(30, 550, 0) + ramp(1040, 1460, 500)
+    history = run(1, 0, 600, state="requeued", status=42, step=530, checkpoint=500)
+    b = batch(run(2, 1000, 1500, checkpoint_at_start=500), history)
+    acc = checked(account("9", status({"0": track(points)}), b, None, T))
+    assert acc.redone_steps == 30
 
 # each run: (start, end, [(t0, t1, first step) of its points' ramps]); runs before the last requeued
 @pytest.mark.parametrize("runs,redone,resumed", [
@@ -417,8 +429,8 @@ def test_the_status_line_json_and_csv_row():
     assert status_line(acc) == ("goodput 82% of 18 node-minutes (start-up 6%, saves 2%, redone 3%, end wait 4%, "
                                 "other 4%, queue between runs 7 min)")
     data = acc.to_json()
-    assert list(data) == ["job", "total_s", "node_s", "goodput", "parts", "node_parts", "redone_steps", "runs",
-                          "notes", "advice"]
+    assert list(data) == ["job", "total_s", "node_s", "goodput", "parts", "node_parts", "queued_between_s",
+                          "redone_steps", "runs", "notes", "advice"]
     assert data["redone_steps"] == 530 - 500
     assert data["goodput"] == round(acc.goodput, 4) and data["parts"]["queued"] == 500.0
     assert data["runs"][1] == {"run": 2, "start": round(T + 1000, 1), "end": round(T + 1500, 1), "nodes": 1,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from collections import Counter
 
 import pytest
@@ -20,7 +21,16 @@ import pytest
 from one_minute_jobs import HAVE_MNIST, MNIST
 from report_shot import hex_rgb, read_png, shoot
 from slurm_harness import PYTHON, REPO
-from tf_for_slurm.cli.report_page import COLOURS, MARK_HEIGHT, MARK_WIDTH, RUNNING, STEP_COLOURS, SWATCH
+from tf_for_slurm.cli.report_page import (
+    BAR_HEIGHT,
+    COLOURS,
+    GOODPUT_COLOURS,
+    MARK_HEIGHT,
+    MARK_WIDTH,
+    RUNNING,
+    STEP_COLOURS,
+    SWATCH,
+)
 from tf_for_slurm.plan.step_timeline import parse_line
 
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"real MNIST digits not found in {MNIST}")]
@@ -65,3 +75,39 @@ def test_the_report_of_a_job_with_a_restart_and_a_requeue(one_minute_jobs, tmp_p
     # the two workers' step curves: TF1's global step is shared, so one curve mostly covers the other
     curves = sum(counts[hex_rgb(colour)] for colour in STEP_COLOURS[:2])
     assert curves > 2 * legend + 300, f"the step curves are missing ({curves} px)"
+    # the goodput bar over the timeline: training, and the queue between the two runs, drawn beyond their swatches
+    for part in ("training", "queued"):
+        seen = counts[hex_rgb(GOODPUT_COLOURS[part])]
+        assert seen >= legend + 10 * BAR_HEIGHT, f"goodput {part} ({GOODPUT_COLOURS[part]}): {seen} px"
+
+
+def _slurm_time(text: str) -> float:
+    return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+
+
+@pytest.mark.timeout(660)
+def test_the_goodput_of_a_job_with_a_restart_and_a_requeue(one_minute_jobs):
+    """`tf-slurm goodput --json` of the same job: the parts add up; the last run starts at Slurm's StartTime
+    and the queue between runs is Slurm's starts less batch-step's ends; the redone steps are each run's
+    furthest step less the checkpoint the next run resumed from (batch.json: what batch-step read from
+    the checkpoint folder); the killed worker's restart redoes no step (TF1's global step lives on the ps)."""
+    entry = one_minute_jobs["submit"]
+    folder, job, info = entry["folder"], str(entry["job"]), entry["info"]
+    done = subprocess.run([PYTHON, "-m", "tf_for_slurm", "goodput", job, "--folder", str(folder.parent), "--json"],
+                          capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert done.returncode == 0, done.stderr
+    acc = json.loads(done.stdout)
+    parts, runs = acc["parts"], acc["runs"]
+    assert abs(sum(parts.values()) - acc["total_s"]) <= 0.5, acc
+    assert parts["training"] > 0 and 0 < acc["goodput"] < 1, acc
+    batch = json.loads((folder / "batch.json").read_text())
+    assert len(runs) == len(batch["history"]) + 1 == int(info["Restarts"]) + 1, (runs, batch["history"], info)
+    slurm_start = _slurm_time(info["StartTime"])
+    assert abs(runs[-1]["start"] - slurm_start) <= 1.0, (runs[-1], info["StartTime"])
+    gaps = [later["start"] - earlier["end"] for earlier, later in zip(runs, runs[1:])]
+    assert abs(gaps[-1] - (slurm_start - batch["history"][-1]["ended_at"])) <= 1.0, (gaps, batch["history"][-1])
+    assert abs(acc["queued_between_s"] - sum(gaps)) <= 0.5 and parts["queued"] >= acc["queued_between_s"], acc
+    records = [*batch["history"], batch]
+    expected = sum(max(0, run["step"] - later["checkpoint_at_start"]) for run, later in zip(records, records[1:]))
+    assert acc["redone_steps"] == expected, (acc["redone_steps"], records)
+    assert [r["resumed_from"] for r in runs[1:]] == [r["checkpoint_at_start"] for r in records[1:]], runs

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import statistics
 from bisect import bisect_left, bisect_right
+from itertools import dropwhile
 from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -66,6 +67,8 @@ def account(job: str, status: Optional[Mapping[str, Any]], batch: Optional[Mappi
     for step in read.steps:
         high, redone = _walk(step, rate, high, faults)
         redone_steps += redone
+        if step.last_in_run and step.run.furthest is not None:  # exact where the thinned history is not
+            high = max(high, step.run.furthest)
     saves_taken = _take_saves(read.steps, read.save_s or 0.0)
     first, last = read.runs[0], read.runs[-1]
     queued_before = first.start - first.submit if first.submit is not None and first.submit <= first.start else 0.0
@@ -117,6 +120,12 @@ def _walk(step: Step, rate: float, high: int, faults: List[float]) -> Tuple[int,
     it and the fault starts; the furthest step after it, and the steps it redid (each time it resumed below
     the furthest step before, the steps between)."""
     seconds, lead, run = step.seconds, step.lead, step.run
+    resumed_at = run.resumed_at if not step.relaunched and step.start == run.start else None
+    if resumed_at is not None and any(reached >= resumed_at for _, reached in lead):
+        checkpoint = resumed_at
+        lead = step.lead = list(dropwhile(lambda point: point[1] < checkpoint, lead))  # reports before the restore
+    else:
+        resumed_at = None  # not its checkpoint's (above every step it reported)
     failed = not step.last_in_run or run.status not in (None, *OK_STATUSES)
     first_point = lead[0][0] if lead else step.end
     fault = step.start if step.relaunched else _first_fault(faults, step.start, first_point)
@@ -126,8 +135,8 @@ def _walk(step: Step, rate: float, high: int, faults: List[float]) -> Tuple[int,
     if not lead:
         return high, 0
     resumed = lead[0][1]  # the step it resumed from: its checkpoint's, when batch.json says (reports come later)
-    if not step.relaunched and run.resumed_at is not None and run.resumed_at <= resumed and step.start == run.start:
-        resumed = run.resumed_at
+    if resumed_at is not None:
+        resumed = resumed_at
     redone_steps = max(0, high - resumed)  # the step resumed below the furthest step before it
     high = max(high, lead[0][1])
     for before, after in zip(lead, lead[1:]):

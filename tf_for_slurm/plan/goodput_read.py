@@ -49,6 +49,7 @@ class Run:
     relaunches: Tuple[float, ...] = ()  # when batch-step relaunched its step
     start_is_slurms: bool = False  # its start is Slurm's, not batch-step's
     resumed_at: Optional[int] = None  # the checkpoint's step it started from (batch.json's checkpoint_at_start)
+    furthest: Optional[int] = None  # the furthest step it reached (batch.json's step: exact, the history is thinned)
 
 
 @dataclass
@@ -217,11 +218,12 @@ def _run(record: Mapping[str, Any]) -> Optional[Run]:
     marks = listed[:MAX_RELAUNCHES] if isinstance(listed := record.get("relaunches"), list) else []
     relaunches = tuple(sorted(at for mark in marks if isinstance(mark, Mapping) and (at := positive(mark.get("at")))))
     start = min(t for t in (our_start, slurm_start) if t is not None)
-    state, status, resumed = record.get("state"), record.get("status"), record.get("checkpoint_at_start")
+    state, status, resumed, furthest = (record.get(k) for k in ("state", "status", "checkpoint_at_start", "step"))
     return Run(number, start, positive(record.get("ended_at")) or 0.0, positive(record.get("slurm_submit")),
                str(state) if state in ("running", "requeued") else "ended", status if type(status) is int else None,
                relaunches, slurm_start == start,
-               resumed if type(resumed) is int and 0 <= resumed < MAX_STEP else None)
+               resumed if type(resumed) is int and 0 <= resumed < MAX_STEP else None,
+               furthest if type(furthest) is int and 0 <= furthest < MAX_STEP else None)
 
 
 __all__ = ["MAX_MERGED", "MAX_POINTS", "SLACK_S", "STEP_BUCKETS", "JobRead", "Point", "Run", "Step", "positive"]
