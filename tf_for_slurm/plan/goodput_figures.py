@@ -46,7 +46,8 @@ class Account:
         runs = [{**run._asdict(), "start": round(run.start, 1), "end": round(run.end, 1)} for run in self.runs]
         return {"job": self.job, "total_s": round(self.total_s, 1), "node_s": round(self.node_s, 1),
                 "goodput": None if self.goodput is None else round(self.goodput, 4), **rounded,
-                "queued_between_s": round(self.queued_between_s, 1), "redone_steps": self.redone_steps, "runs": runs, "notes": list(self.notes),
+                "queued_between_s": round(self.queued_between_s, 1), "redone_steps": self.redone_steps,
+                "runs": runs, "notes": list(self.notes),
                 "advice": list(self.advice)}
 
 
