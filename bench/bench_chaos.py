@@ -43,6 +43,7 @@ Measured here (2 cores, 3 emulated nodes, --quick --seed 1), before and after th
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -52,7 +53,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -298,11 +299,27 @@ def report(job: Job) -> Dict[str, object]:
     for i, r in enumerate(runs):
         print(f"    run {i + 1}: resumed from {r['resumed']}, reached {r['furthest']}"
               + (f"; redone by the next run: {redone[i]}" if i < len(redone) else ""))
+    acc = goodput(job)
+    if acc:
+        parts = ", ".join(f"{k} {v:.0f}" for k, v in acc["parts"].items() if v)
+        print(f"    goodput {100 * (acc['goodput'] or 0):.0f}% of {acc['node_s'] / 3600:.2f} node-hours; "
+              f"{acc['total_s']:.0f} s: {parts} (tf-slurm goodput)")
     if state == "FAILED" or not at_target:
         tail = [ln for ln in job.text().splitlines() if "batch-step" in ln or "error" in ln.lower()][-12:]
         print("    log (batch-step / error lines):\n      " + "\n      ".join(tail))
     return {"ok": at_target, "failed": state == "FAILED", "requeues": int(job.info.get("Restarts", "0") or 0),
-            "redone": redone, "wall": job.wall, "kind": job.kind, "runs": len(runs)}
+            "redone": redone, "wall": job.wall, "kind": job.kind, "runs": len(runs),
+            "goodput": acc["goodput"] if acc else None}
+
+
+def goodput(job: Job) -> Optional[Dict[str, Any]]:
+    """`tf-slurm goodput --json` of the job's folder (submit's, else the template's under tf_slurm_jobs/)."""
+    for folder in (job.dir / job.id, job.dir / "tf_slurm_jobs" / job.id):
+        if folder.is_dir():
+            res = subprocess.run([PYTHON, "-m", "tf_for_slurm", "goodput", str(folder), "--json"], capture_output=True,
+                                 text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            return json.loads(res.stdout) if res.returncode == 0 else None
+    return None
 
 
 def main() -> int:
@@ -383,6 +400,8 @@ def main() -> int:
               f"(StopAndResume saves when told to stop)]")
         print(f"time over the fault-free run of the same job: {'; '.join(over) or '-'} (baseline "
               + ", ".join(f"{k} {v:.0f} s" for k, v in baseline.items()) + ")")
+        print("goodput: " + "; ".join(f"{r['kind']} {100 * r['goodput']:.0f}%" for r in rows if r["goodput"])
+              + "   (beside the time over the fault-free run; each job's parts above)")
         met = (ok == len(rows) and failed == 0 and worst["mnist"] <= MNIST_CKPT_EVERY
                and worst["keras"] <= max(interval["keras"], 0))
         print(f"target met: {'yes' if met else 'NO'}; bench took {time.monotonic() - t_start:.0f} s; logs in {base}")
