@@ -14,7 +14,7 @@ import pytest
 from envs import no_slurm_env
 
 from tf_for_slurm.cli.goodput import COLUMNS, FOOT
-from tf_for_slurm.cli.status import account_now
+from tf_for_slurm.plan.goodput import account_end
 from tf_for_slurm.plan.goodput import CSV_FIELDS, PARTS
 
 T = 1_800_000_000.0  # the recorded job's first run starts here (epoch seconds)
@@ -166,7 +166,7 @@ def test_an_ended_job_is_accounted_to_its_end_and_a_requeued_one_to_now(tmp_path
     (None, None, None),
 ])
 def test_where_the_account_ends(batch, status, end):
-    assert account_now(status, batch, 123.0) == (123.0 if end is None else end)
+    assert account_end(status, batch, 123.0) == (123.0 if end is None else end)
 
 
 @pytest.mark.parametrize("args,words", [

@@ -2,8 +2,8 @@
 
 Reads each job folder as `status` and `report` do (host/job_folder.py: `status.json`, `batch.json`,
 and the last 4 MiB of `timeline.jsonl` through cli/report.py's read_timeline); the account ends now for
-a job that runs or waits requeued, at its last known end for one that ended (cli/status.py's
-account_now: from the files, no Slurm call).  Why a table of several jobs: jobs compare (a longer
+a job that runs or waits requeued, at its last known end for one that ended (plan.goodput's
+account_end: from the files, no Slurm call).  Why a table of several jobs: jobs compare (a longer
 time limit, a shorter checkpoint interval), and `--csv` feeds a spreadsheet across many.
 
 The table's parts are shares of each job's wall time (its first submit, else start, to its end or

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import sys
@@ -44,7 +43,6 @@ COLUMNS = ["rank", "role", "index", "node", "state", "status", "restarts", "hear
 EARLY_LOGS = 32  # task logs read, at most, for why the tasks failed before the step's status was written
 EARLY_SHOWN = 3  # of those, the lines shown
 TIMELINE_BYTES = 4 * 1024 * 1024  # of timeline.jsonl read (its end: the newest events), here and by report
-ACCOUNT_ENDED = ("ended", "completed", "failed")  # status.json states of a job that ended (without batch.json)
 _TASK_LOG = re.compile(r"^task-(\d+)\.out$")  # job_folder.TASK_LOG's names
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")  # srun -l's rank label (a heterogeneous job's task lines in job.out)
 
@@ -144,30 +142,10 @@ def timeline_tail(folder: str) -> Optional[Timeline]:
     return None if text is None else parse_timeline(text, MAX_EVENTS)
 
 
-def account_now(step: Optional[Mapping[str, Any]], batch: Optional[Mapping[str, Any]], clock: float) -> float:
-    """Where a job's account ends: `clock` while it runs or waits requeued (its queue grows), else the last
-    end the folder knows (batch.json's ended_at, else status.json's updated_at), so an ended job's account
-    stays as it was.  batch.json's state decides when batch-step ran the job (its status.json may be an
-    ended run's while the job waits requeued); without it, status.json's.  No Slurm call."""
-    state = batch.get("state") if isinstance(batch, Mapping) else None
-    if state is None:
-        state = step.get("state") if isinstance(step, Mapping) else None
-        ended = isinstance(state, str) and state.lower() in ACCOUNT_ENDED
-    else:
-        ended = state == "ended"
-    for source, key in ((batch, "ended_at"), (step, "updated_at")):
-        at = source.get(key) if ended and isinstance(source, Mapping) else None
-        if isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at) and at > 0:
-            return float(at)
-    return clock
-
-
 def job_account(job: str, step: Optional[Mapping[str, Any]], batch: Optional[Mapping[str, Any]],
                 timeline: Optional[Timeline], clock: Optional[float] = None) -> Account:
-    """plan.goodput's account of the job's files (as read, any may be None), ended where account_now says:
-    the one rule status, report and goodput share."""
-    now = account_now(step, batch, time.time() if clock is None else clock)
-    return account(job, step, batch, timeline, now)
+    """plan.goodput's account of the job's files (as read, any may be None), now (where a running job's ends)."""
+    return account(job, step, batch, timeline, time.time() if clock is None else clock)
 
 
 def _ago(now: float, when: Optional[float]) -> str:

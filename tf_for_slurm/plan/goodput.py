@@ -44,18 +44,17 @@ from tf_for_slurm.plan.train_progress import MAX_STEP
 STALL_FACTOR, STALL_MIN_S = 3.0, 10.0  # a rise this many times slower than the median rate, this much longer
 OK_STATUSES = (0, EXIT_TERMINATED, -15) + CHECKPOINTED_STATUSES  # an exit or a step's end that is no fault
 SILENT_FAULTS = ("hang", "lost")  # seen only after a silence: the fault starts at the lead's last rise before
+ENDED_STATES = ("ended", "completed", "failed")  # status.json's states of a step that ended (without batch.json)
 FAULT_EVENTS = ("restart", "exit", "step_end") + SILENT_FAULTS  # the timeline's events that may start a fault
 
 
 def account(job: str, status: Optional[Mapping[str, Any]], batch: Optional[Mapping[str, Any]],
             timeline: Optional[Timeline], now: float) -> Account:
     """The job's account from its folder's files (any may be missing).  `now` ends a running job's time
-    and a requeued job's queue; a finished job (batch.json's state "ended": its last run ended and was not
-    requeued) ends at that run's ended_at whatever `now` says, so no queue grows after the end."""
+    and a requeued job's queue; a finished job ends where account_end says whatever `now` says, so no
+    queue grows after the end."""
     read = JobRead(status if isinstance(status, Mapping) else {}, timeline)
-    now = positive(now) or read.last_seen
-    if isinstance(batch, Mapping) and batch.get("state") == "ended":  # the job is over: no queue after its end
-        now = positive(batch.get("ended_at")) or read.last_seen
+    now = account_end(status, batch, positive(now) or read.last_seen)
     read.read_runs(batch, now)
     if not read.runs:
         empty = MappingProxyType(dict.fromkeys(PARTS, 0.0))
@@ -86,6 +85,24 @@ def account(job: str, status: Optional[Mapping[str, Any]], batch: Optional[Mappi
     return Account(job, total_s, node_s, goodput, MappingProxyType(wall), MappingProxyType(node), runs,
                    notes(read, saves_taken, queued_before, waiting), advice(read, wall, share, between), between,
                    redone_steps)
+
+
+def account_end(status: Optional[Mapping[str, Any]], batch: Optional[Mapping[str, Any]], now: float) -> float:
+    """Where a job's account ends: `now` while it runs or waits requeued (its queue grows), else the last
+    end the folder knows (batch.json's ended_at, else status.json's updated_at), so an ended job's account
+    stays as it was.  batch.json's state decides when batch-step ran the job (its status.json may be an
+    ended run's while the job waits requeued); without it, status.json's."""
+    state = batch.get("state") if isinstance(batch, Mapping) else None
+    if state is None:
+        state = status.get("state") if isinstance(status, Mapping) else None
+        ended = isinstance(state, str) and state.lower() in ENDED_STATES
+    else:
+        ended = state == "ended"
+    for source, key in ((batch, "ended_at"), (status, "updated_at")):
+        at = positive(source.get(key)) if ended and isinstance(source, Mapping) else None
+        if at is not None:
+            return at
+    return now
 
 
 def _fault_starts(read: JobRead) -> List[float]:
@@ -207,4 +224,4 @@ def _close(parts: Dict[str, float], total: float) -> Dict[str, float]:
     return {part: parts.get(part, max(0.0, rest)) for part in PARTS}
 
 
-__all__ = ["CSV_FIELDS", "PARTS", "Account", "RunFigures", "account", "csv_row", "status_line"]
+__all__ = ["CSV_FIELDS", "PARTS", "Account", "RunFigures", "account", "account_end", "csv_row", "status_line"]
