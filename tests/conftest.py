@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import netns  # noqa: E402  (tests/netns.py, found through the line above)
-from alone import WINDOW_ENV, wait_for_the_window  # noqa: E402  (tests/alone.py)
+from alone import DONE, WINDOW_ENV, first_part_done, wait_for_the_window  # noqa: E402  (tests/alone.py)
 from side_by_side import workers_for  # noqa: E402  (tests/side_by_side.py)
 
 
@@ -72,7 +72,7 @@ def pytest_configure(config):
     """Under pytest-xdist (`workers_for`), each worker gets a network of its own
     (tests/netns.py), so two tests at once never meet on a port. The run's controller makes the
     private folder of tests/alone.py's window, which its workers inherit."""
-    if not hasattr(config, "workerinput") and WINDOW_ENV not in os.environ:
+    if not hasattr(config, "workerinput"):  # its own, also in a pytest run inside a test
         os.environ[WINDOW_ENV] = tempfile.mkdtemp(prefix="tf_slurm_window.")
     if hasattr(config, "workerinput"):
         why = netns.make_own()
@@ -86,6 +86,10 @@ def pytest_unconfigure(config):
     folder = os.environ.get(WINDOW_ENV)
     if folder and not hasattr(config, "workerinput"):
         try:
+            os.unlink(os.path.join(folder, DONE))
+        except OSError:
+            pass
+        try:
             os.rmdir(folder)
         except OSError:
             pass
@@ -94,16 +98,25 @@ def pytest_unconfigure(config):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """HOST_NETWORK tests (their fixtures too) run in the machine's network; the others in the worker's.
-    A test that is not a Slurm test waits while the Slurm tests' time-limited jobs hold the window
-    (tests/alone.py)."""
-    if item.get_closest_marker("slurm") is None:
-        wait_for_the_window(item.nodeid)
+    Side by side, a test that is not a Slurm test waits until the Slurm tests' time-limited jobs are
+    done (tests/alone.py); the worker that ran the last of those says so."""
+    side_by_side = hasattr(item.config, "workerinput")
+    if side_by_side and item.get_closest_marker("slurm") is None:
+        wait_for_the_window(item.nodeid, first_part=bool(getattr(item.config, "alone_tests", ())))
     host = any(item.get_closest_marker(m) is not None for m in HOST_NETWORK) and netns.enter_host()
     try:
         yield
     finally:
         if host:
             netns.enter_own()
+        if side_by_side and getattr(item.config, "alone_tests", ())[-1:] == [item.nodeid]:
+            first_part_done()
+
+
+def pytest_sessionfinish(session):
+    """A worker at its end: whatever it ran is over (a time-limited test it never ran frees the others)."""
+    if hasattr(session.config, "workerinput"):
+        first_part_done()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -113,8 +126,8 @@ def pytest_collection_modifyitems(config, items):
     other worker's TensorFlow tests); a module whose tests share a module-scoped fixture is a group
     (the fixture is built once); every other test goes wherever a worker is free. Marked before any
     other implementation runs (a wrapper): xdist's turns the marks into node ids. In the Slurm group,
-    the tests of the time-limited jobs (ALONE_FIXTURES) go first: while their jobs run nothing else
-    does (tests/alone.py), and after them the other worker's tests overlap the rest. Then the
+    the tests of the time-limited jobs (ALONE_FIXTURES) go first: until they are done no other test
+    starts (tests/alone.py), and after them the other worker's tests overlap the rest. Then the
     FULL_ONLY markers' rule."""
     if hasattr(config, "workerinput"):  # a serial run keeps pytest's order
         slurm = [item for item in items if item.get_closest_marker("slurm") is not None]
@@ -127,6 +140,9 @@ def pytest_collection_modifyitems(config, items):
         items[:] = slurm + [item for item in items if item.get_closest_marker("slurm") is None]
     yield
     _leave_full_only(config, items)
+    if hasattr(config, "workerinput"):  # the time-limited jobs' tests of this run, in the order they run
+        config.alone_tests = [item.nodeid for item in items if item.get_closest_marker("slurm") is not None
+                              and ALONE_FIXTURES & set(getattr(item, "fixturenames", ()))]
 
 
 def _shares_a_fixture(item) -> bool:

@@ -152,3 +152,28 @@ def test_outside_a_side_by_side_run_nothing_waits(monkeypatch):
     monkeypatch.delenv(alone.WINDOW_ENV, raising=False)
     with alone.alone("jobs"):
         assert alone.wait_for_the_window("a test") == 0.0
+
+
+def test_the_first_part_keeps_other_tests_waiting_until_it_is_done(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    import alone
+
+    monkeypatch.setenv(alone.WINDOW_ENV, str(tmp_path))
+    assert alone.wait_for_the_window("a run without time-limited jobs") < 1.0
+    waited = []
+    waiter = threading.Thread(target=lambda: waited.append(alone.wait_for_the_window("a test", first_part=True)))
+    waiter.start()
+    time.sleep(1.0)
+    assert not waited  # no time-limited job runs yet, but their tests are not done: it waits
+    alone.first_part_done()
+    waiter.join(timeout=30)
+    assert waited and waited[0] >= 1.0
+    with alone.alone("jobs"):  # done, but held again: it waits
+        late = threading.Thread(target=lambda: waited.append(alone.wait_for_the_window("b", first_part=True)))
+        late.start()
+        time.sleep(0.6)
+        assert len(waited) == 1
+    late.join(timeout=30)
+    assert len(waited) == 2
