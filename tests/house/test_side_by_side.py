@@ -106,10 +106,8 @@ def test_a_network_of_its_own_has_every_port_free_and_the_host_is_one_switch_awa
     ("not tf and not slurm", {}, 16, 4),  # at most 4
     ("not tf and not slurm", {"TEST_WORKERS": "1"}, 2, 0),  # one process, in order
     ("not tf and not slurm", {"TEST_WORKERS": "3"}, 2, 3),
-    ("tf or slurm", {}, 2, 2),  # the Slurm group beside one TensorFlow test at a time
-    ("slurm or tf", {}, 16, 2),  # never more: one TensorFlow test at a time
-    ("tf or slurm", {}, 1, 0),  # one core: one at a time
-    ("tf or slurm or mpi", {}, 2, 0),
+    ("tf or slurm", {}, 2, 0),  # TensorFlow and Slurm tests one at a time
+    ("tf or slurm", {"TEST_WORKERS": "2"}, 2, 2),  # two lanes, when asked (tests/alone.py)
     ("tf", {}, 2, 0),
     ("tf and not slurm", {}, 2, 0),
     ("not slurm", {}, 2, 0),  # may pick tf tests
