@@ -31,13 +31,13 @@ from tf_for_slurm.supervise.child_process import LOGGER
 from tf_for_slurm.supervise.handshake import HELLO_DEADLINE, new_nonce, proof, proof_ok
 from tf_for_slurm.supervise.hub import Hub
 from tf_for_slurm.supervise.spoke import Spoke
-from tf_for_slurm.supervise.wire import MAX_DELAY, MAX_LINE, MAX_OUTBUF, Conn, Timing
+from tf_for_slurm.supervise.wire import MAX_DELAY, MAX_LINE, MAX_OUTBUF, Conn, Timing, read_heartbeats
 
 pytestmark = pytest.mark.hostile  # left out of the fast subset (tests/conftest.py)
 
 TAG = "local.0"  # localhost_plan's <job>.<step>
 KEY = key_for(TAG)
-RECV = 65536  # what one recv takes (Conn.read_lines, Hub._read_heartbeats)
+RECV = 65536  # what one recv takes (Conn.read_lines, wire.read_heartbeats)
 LONGEST_SENT = 512  # longer than any line the hub or a spoke sends (`end S <why, at most 200>`)
 PROPERTY = settings(max_examples=200, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -193,7 +193,7 @@ class HubSide:
     def pump(self) -> None:
         """One readable event of the connection, handled as Hub.run handles it."""
         conn, hub = self.conn, self.hub
-        if conn.rank is not None and not conn.inbuf and hub._read_heartbeats(conn):
+        if conn.rank is not None and not conn.inbuf and read_heartbeats(conn):
             self.watch.heard[conn.rank] = time.monotonic()
         else:
             hub._serve(conn, self.sel, self.watch)
@@ -286,7 +286,7 @@ def test_hub_proven_peer_is_bounded(pieces, reads, close, restarts, rank):
               f"queued output over 32 KiB: {side.max_outbuf > 32768}; inbuf over {RECV}: {side.max_inbuf > RECV}")
         _statuses_ok(side.watch)
         assert set(side.watch.exited) <= {rank}  # a task speaks for itself only
-        # Hub._read_heartbeats reads once (<= RECV) before read_lines reads again: at most two reads
+        # wire.read_heartbeats reads once (<= RECV) before read_lines reads again: at most two reads
         # beyond one unfinished line, and then only on the way to the drop
         assert side.max_inbuf <= MAX_LINE + 2 * RECV
         assert side.max_outbuf <= MAX_OUTBUF + 2 * LONGEST_SENT  # send() drops it past MAX_OUTBUF

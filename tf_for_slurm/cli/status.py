@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from tf_for_slurm.cli import training_view
+from tf_for_slurm.cli import start_view, training_view
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings
@@ -213,8 +213,8 @@ def render(view: Mapping[str, Any], now: float) -> str:
     if step.get("lost"):
         lines.append(f"lost nodes: {went_on_without(step)}")
     names = {t["rank"]: f"{t['role']} {t['index']} ({t['node']})" for t in step["tasks"]}
-    for line in (training_view.training_line(step, slurm, batch, now), view.get("goodput_line"),
-                 training_view.slow_line(step, names)):
+    for line in (start_view.start_line(step), training_view.training_line(step, slurm, batch, now),
+                 view.get("goodput_line"), training_view.slow_line(step, names)):
         if line:
             lines.append(line)
     rows = []
@@ -223,7 +223,7 @@ def render(view: Mapping[str, Any], now: float) -> str:
         heard = _ago(now, t.get("last_heard")) if t["state"] in ("running", "starting", "restarting") else "-"
         rows.append({**t, "status": "-" if status is None else status, "heard": heard,
                      "chief": t["rank"] == step.get("chief")})
-    extra = training_view.table_rows(step, rows, now)
+    extra = training_view.table_rows(step, rows, now) + start_view.table_rows(step, rows, now)
     lines.append(render_table(rows, COLUMNS + extra, mark="chief"))
     lines.append("# * the chief")
     return "\n".join(lines)

@@ -108,6 +108,15 @@ HANG_FACTOR = _setting("TF_SLURM_HANG_FACTOR", "factor", "10", "the hang bound i
                        "TF_SLURM_HANG_AFTER)")
 PROGRESS_CAPTURE = _setting("TF_SLURM_PROGRESS_CAPTURE", "flag", "1", "`0`: the shim does not report an unmodified "
                             "script's training progress (Keras fit batches, optimizer steps, TF1 global step)")
+START_WAIT = _setting("TF_SLURM_START_WAIT", "seconds", "300", "tasks waiting for their peers this long before "
+                     "any training step (counted from the first that waits): the hub names the tasks they wait for, "
+                     "with their phase, node and the line of the user's code they are at (`0`: off)")
+START_FAULT = _setting("TF_SLURM_START_FAULT", "seconds", "1800", "waiting this long for peers before any training "
+                      "step is a fault, handled as a hang by the restart policy (`0`: only named, never ended)")
+PREFLIGHT = _setting("TF_SLURM_PREFLIGHT", "flag", "1", "`0`: no check, before the command starts, that the "
+                     "tasks can reach each other's planned host:port")
+PREFLIGHT_TIMEOUT = _setting("TF_SLURM_PREFLIGHT_TIMEOUT", "seconds", "10", "how long the check before the "
+                             "command starts waits for an address to answer")
 # -- batch-step ----------------------------------------------------------------------------------
 MAX_REQUEUES = _setting("TF_SLURM_MAX_REQUEUES", "int", "10", "batch-step: requeues allowed")
 MAX_RELAUNCHES = _setting("TF_SLURM_MAX_RELAUNCHES", "int", "2", "batch-step: times a step that lost a node is "
@@ -130,6 +139,8 @@ JOBS_ROOT = _setting("TF_SLURM_JOBS_ROOT", "text", "tf_slurm_jobs", "the folder 
 JOB_TYPE = _setting("TF_SLURM_JOB_TYPE", "text", None, "this task's role", internal=True)
 PROGRESS_FILE = _setting("TF_SLURM_PROGRESS_FILE", "text", None, "the file a task touches to report progress "
                          "(with a progress deadline)", internal=True)
+PHASE_FILE = _setting("TF_SLURM_PHASE_FILE", "text", None, "the file the shim writes a task's start-up phase to "
+                      "(plan/start_phase.py)", internal=True)
 TASK_INDEX = _setting("TF_SLURM_TASK_INDEX", "int", None, "this task's index within its role", internal=True)
 RANK = _setting("TF_SLURM_RANK", "int", None, "this task's rank in the step", internal=True)
 NUM_PS = _setting("TF_SLURM_NUM_PS", "int", None, "number of ps in the step", internal=True)

@@ -9,7 +9,6 @@ supervisor (spoke.py) keeps ONE connection to it.  What it hears goes into a `St
 from __future__ import annotations
 
 import logging
-import resource
 import selectors
 import socket
 import time
@@ -27,26 +26,22 @@ from tf_for_slurm.supervise.child_process import LOGGER, SUMMARY_LOGGER, Forward
 from tf_for_slurm.supervise.handshake import MAX_PENDING, Gate
 from tf_for_slurm.supervise.hang_watch import HangWatch
 from tf_for_slurm.supervise.progress_board import ProgressBoard
+from tf_for_slurm.supervise.start_wait import StartWaitWatch
 from tf_for_slurm.supervise.status_file import StatusFile
 from tf_for_slurm.supervise.task_command import NOT_RUN, TaskCommand
-from tf_for_slurm.supervise.wire import Conn, Timing, heartbeat_interval, listen, note_failure, parse_status
+from tf_for_slurm.supervise.wire import (
+    Conn,
+    Timing,
+    heartbeat_interval,
+    listen,
+    note_failure,
+    parse_status,
+    raise_fd_limit,
+    read_heartbeats,
+)
 
 log = logging.getLogger(LOGGER)
 summary = logging.getLogger(SUMMARY_LOGGER)
-
-
-def _raise_fd_limit(wanted: int) -> None:
-    """A hub of N tasks holds N sockets: lift the soft descriptor limit toward the hard one."""
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        want = wanted + 64
-        if soft != resource.RLIM_INFINITY and soft < want:
-            new = want if hard == resource.RLIM_INFINITY else min(want, hard)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-            if new < want:
-                log.warning("descriptor limit %d is below the %d this hub needs (ulimit -n)", hard, want)
-    except (ValueError, OSError):
-        pass
 
 
 class Hub:
@@ -81,6 +76,8 @@ class Hub:
         self.board = ProgressBoard.from_file(status_file, roles.strategy)  # the training's progress, earlier runs
         self.hangs = HangWatch(timing.hang_after, timing.hang_factor, plan.tasks, roles.strategy, roles.chief_rank,
                                self.names)
+        self.starts = StartWaitWatch(timing.start_wait, timing.start_fault, plan.tasks, roles.strategy,
+                                     roles.chief_rank, self.names)  # a run that never starts training
         # the chief's own restarts: its command starts again at restart_at; regroup: the delay once
         # the command, ended for its group's restart, has exited
         self.restart_at: Optional[float] = None
@@ -91,7 +88,7 @@ class Hub:
     def run(self) -> int:
         """Supervise the step until it is over; the status this task (and the step) ends with."""
         plan = self.plan
-        _raise_fd_limit(2 * plan.size + MAX_PENDING)  # joined, and as many still proving themselves
+        raise_fd_limit(2 * plan.size + MAX_PENDING)  # joined, and as many still proving themselves
         server = listen(self.port, self.names[self.rank])
         wake, sel = Wake(), selectors.DefaultSelector()
         sel.register(server, selectors.EVENT_READ, "listen")
@@ -149,6 +146,9 @@ class Hub:
             self.command.tick(now)
             for rank, kill in self.hangs.look(self.board.tracks, watch, time.time(), now):
                 self._end_hung(rank, now, kill)
+            self.board.add_phase(self.rank, self.command.take_phase())
+            for rank, kill in self.starts.look(self.board.current_phases(), self.board.tracks, watch, time.time(), now):
+                self._end_hung(rank, now, kill)
             self._write_status(watch, now)
             if watch.finished(now) and not self.command.running:
                 return
@@ -164,7 +164,7 @@ class Hub:
                 accept = True  # after the reads: every connection is read once before it may be pushed out
             elif conn == "wake":
                 wake.drain()
-            elif conn.rank is not None and not conn.inbuf and self._read_heartbeats(conn):
+            elif conn.rank is not None and not conn.inbuf and read_heartbeats(conn):
                 heard[conn.rank] = now  # the common case, kept cheap
             else:
                 self._serve(conn, sel, watch)
@@ -188,6 +188,7 @@ class Hub:
             if cmd.start(now):  # the same command and environment, once the old one's leftovers are gone
                 log.warning("the chief's command started again")
                 watch.started(self.rank, now)
+                self.board.phases.pop(self.rank, None)
                 self.reported = False
             else:
                 self.reported = True
@@ -216,6 +217,8 @@ class Hub:
         """What the first failing task said (its fix line or error), from its log in the job folder
         when the step has one (`tf-slurm submit`, the templates); else None."""
         failure, folder = watch.failure, settings.text(self.env, settings.JOB_DIR)
+        if failure is not None and failure.rank in self.starts.victims and self.starts.line:
+            return f"start-up: {self.starts.line}"  # ended for a start-up that never came to a step
         if failure is None or not folder or not log_explains(failure.status):
             return None
         return job_folder.failure_detail(folder, failure.rank)
@@ -224,7 +227,7 @@ class Hub:
         wall = time.time()
         return snapshot(self.plan.tasks, watch, self.roles, job=self.plan.job_id, step=self.plan.step_id,
                         mono=time.monotonic(), wall=wall, over=over, detail=detail, progress=self.board.to_json(wall),
-                        hangs=self.hangs.record)
+                        hangs=self.hangs.record, start=self.starts.to_json())
 
     def _write_status(self, watch: StepWatch, now: float, final: Optional[Dict[str, Any]] = None) -> None:
         if self.status is not None:
@@ -267,24 +270,6 @@ class Hub:
         if conn.rank is not None and self.conns.get(conn.rank) is conn:
             del self.conns[conn.rank]
 
-    @staticmethod
-    def _read_heartbeats(conn: Conn) -> bool:
-        """Read what is waiting; True when it was only heartbeats (else it is left in conn.inbuf
-        for _serve, or the connection is marked for it)."""
-        try:
-            data = conn.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return True
-        except OSError:
-            conn.pending_eof = True
-            return False
-        if data and data.count(b"hb\n") * 3 == len(data):
-            return True
-        if not data:
-            conn.pending_eof = True
-        conn.inbuf += data
-        return False
-
     def _serve(self, conn: Conn, sel: selectors.BaseSelector, watch: StepWatch) -> None:
         lines, over = conn.read_lines()
         now = time.monotonic()
@@ -312,6 +297,7 @@ class Hub:
                 continue
             if parts == ["started"]:
                 watch.started(conn.rank, now)
+                self.board.phases.pop(conn.rank, None)  # its new run's phases come
                 continue
             if self.board.hear_line(conn.rank, parts, time.time()):  # a report; before an exit or bye, its last
                 continue

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional
 
 from tf_for_slurm.host.job_folder import read_json
+from tf_for_slurm.plan.start_phase import MAX_PHASE_BYTES, Phase, parse_phase
 from tf_for_slurm.plan.train_progress import MAX_REPORT_BYTES, Report, Track, parse_report, slow
 
 MIN_GAP = 0.5  # seconds between two reports of one task that the hub reads (its spoke sends one a second)
@@ -30,6 +31,9 @@ class ProgressBoard:
         self.tracks: Dict[int, Track] = {}
         self._read_at: Dict[int, float] = {}
         self._held: Dict[int, str] = {}  # rank -> its newest line that came too soon, unread
+        self.phases: Dict[int, Phase] = {}  # rank -> its start-up phase (plan.start_phase), the newest
+        self._phase_at: Dict[int, float] = {}
+        self._phase_held: Dict[int, str] = {}
 
     def add(self, rank: int, report: Optional[Report], now: float) -> None:
         """A report of task `rank` (now: the hub's wall clock); None: none came."""
@@ -56,9 +60,40 @@ class ProgressBoard:
         first reads the report held back (its last, sent just before), then is the caller's (False)."""
         if len(parts) == 2 and parts[0] == "progress":
             return self.hear(rank, parts[1], now)
+        if len(parts) >= 2 and parts[0] == "phase":  # its `where` may hold spaces
+            return self.hear_phase(rank, " ".join(parts[1:]), now)
         if parts[0] in ("exit", "bye"):
             self._take_held(rank, now)
         return False
+
+    def hear_phase(self, rank: int, text: str, now: float) -> bool:
+        """A `phase` line's JSON from task `rank` (the same bounds as a report's); False when it is not one."""
+        if len(text) > MAX_PHASE_BYTES:
+            return False
+        if now - self._phase_at.get(rank, -MIN_GAP) < MIN_GAP:
+            self._phase_held[rank] = text
+            return True
+        self._phase_held.pop(rank, None)
+        phase = parse_phase(text)
+        if phase is None:
+            return False
+        self._phase_at[rank] = now
+        self.phases[rank] = phase
+        return True
+
+    def add_phase(self, rank: int, phase: Optional[Phase]) -> None:
+        """The hub's own command's phase (None: none new)."""
+        if phase is not None:
+            self.phases[rank] = phase
+
+    def current_phases(self) -> Dict[int, Phase]:
+        """Every task's newest phase, the lines held back read."""
+        for rank, text in list(self._phase_held.items()):
+            del self._phase_held[rank]
+            phase = parse_phase(text)
+            if phase is not None:
+                self.phases[rank] = phase
+        return self.phases
 
     def _take_held(self, rank: int, now: float) -> None:
         """The line held back from task `rank`, read now (a line that is not a report is dropped)."""

@@ -24,6 +24,7 @@ from tf_for_slurm.host import settings
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
 from tf_for_slurm.plan.restart_policy import RestartPolicy, could_restart
 from tf_for_slurm.plan.spoke_watch import END_COMMAND, START_AGAIN, Action, Finish, Link, NoteFailure, Send, SpokeWatch
+from tf_for_slurm.plan.start_phase import Phase, phase_line
 from tf_for_slurm.plan.train_progress import Report, report_line
 from tf_for_slurm.supervise.child_process import LOGGER, ForwardSignals, Wake
 from tf_for_slurm.supervise.handshake import HELLO_DEADLINE, answer_challenge, hello_line, new_nonce
@@ -75,6 +76,7 @@ class Spoke:
         self.sigs: Optional[ForwardSignals] = None  # the signals this supervisor received (set in run)
         self.command: Optional[TaskCommand] = None  # this task's command (set in run)
         self.pending_report: Optional[Report] = None  # its newest progress report, not yet sent
+        self.pending_phase: Optional[Phase] = None  # its newest start-up phase, not yet sent
         self.next_report = 0.0  # when the next may go
 
     def run(self) -> int:
@@ -177,6 +179,11 @@ class Spoke:
         if self.pending_report is not None and self.joined and self.conn is not None and due:
             self.conn.send("progress " + report_line(self.pending_report))
             self.pending_report, self.next_report = None, now + REPORT_EVERY
+        phase = self.command.take_phase()  # its start-up phase: a few a run, at most one a second
+        self.pending_phase = phase or self.pending_phase
+        if self.pending_phase is not None and self.joined and self.conn is not None:
+            self.conn.send("phase " + phase_line(self.pending_phase))
+            self.pending_phase = None
 
     def _wakeups(self, now: float, next_hb: Optional[float]) -> List[float]:
         """When the loop must look again, whatever the hub says."""

@@ -15,8 +15,10 @@ import signal
 from typing import List, Mapping, Optional, Sequence
 
 from tf_for_slurm.host import settings
+from tf_for_slurm.plan.start_phase import Phase
 from tf_for_slurm.plan.train_progress import Report
 from tf_for_slurm.supervise.child_process import LOGGER, Child, ForwardSignals, Wake, start_command
+from tf_for_slurm.supervise.phase_watch import PhaseWatch
 from tf_for_slurm.supervise.progress_watch import ProgressWatch
 
 log = logging.getLogger(LOGGER)
@@ -34,6 +36,7 @@ class TaskCommand:
         self.kill_grace = kill_grace
         self.who = who  # for the hang line: "" or " (the chief's)"
         self.progress = ProgressWatch(progress_deadline, env.get(settings.PROGRESS_FILE))
+        self.phases = PhaseWatch(env.get(settings.PHASE_FILE))  # its start-up phase (plan.start_phase)
         self.child: Optional[Child] = None
         self.starts = 0  # how often the command was started (the first start included)
         self._last_looked = False  # its progress file read once more after it ended
@@ -45,6 +48,7 @@ class TaskCommand:
         if self.child is not None:
             self.child.reap_group()
         self.progress.started(now)  # before the command: a report it makes at once counts
+        self.phases.started()
         self._last_looked, self._hang_kill_at, self._hung = False, 0.0, False
         self.child = start_command(self.argv, self.env, self.wake)
         self.sigs.child = self.child
@@ -88,6 +92,8 @@ class TaskCommand:
             self._hang_kill_at = 0.0
             if self.child.status is None:
                 self.child.signal(signal.SIGKILL)
+        if self.child.status is None:
+            self.phases.check(now)
         hung = self.progress.check(self.child, now)
         if hung:
             log.error("%s%s: killing it (SIGKILL)", hung, self.who)
@@ -114,6 +120,8 @@ class TaskCommand:
             out.append(self._hang_kill_at)
         if self.progress.watching and self.running:
             out.append(self.progress.next_look)
+        if self.phases.path is not None and self.running:
+            out.append(self.phases.next_look)
         return out
 
     def take_report(self) -> Optional[Report]:
@@ -124,8 +132,13 @@ class TaskCommand:
             self.progress.last_look()
         return self.progress.take()
 
+    def take_phase(self) -> Optional[Phase]:
+        """The command's newest start-up phase (plan.start_phase), once; None when none is new."""
+        return self.phases.take()
+
     def close(self) -> None:
         """Reap what the command left; stop watching its progress."""
         if self.child is not None:
             self.child.reap_group()
         self.progress.close()
+        self.phases.close()

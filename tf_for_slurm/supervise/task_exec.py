@@ -167,6 +167,7 @@ def child_environment(plan: ClusterPlan, roles: StepRoles, env: Mapping[str, str
                                                 f"{plan.job_id}.{plan.step_id}.{me.rank}")
     if progress and folder:  # the supervisor creates the file as each run of the command starts
         variables[settings.PROGRESS_FILE] = os.path.join(folder, "progress")
+        variables[settings.PHASE_FILE] = os.path.join(folder, "phase")  # its start-up phase, the same way
     if tenv.spill and folder:
         path = os.path.join(folder, "tf_config.json")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

@@ -10,6 +10,7 @@ spoke never obeys a program that merely answers at the hub's address:
 Then:
   spoke -> hub: ``hb``, ``exit <status>``, ``bye <status>``, ``started`` (its command runs again after a restart)
   spoke -> hub: ``progress <json>`` (its command's newest progress report, plan.train_progress; one a second)
+  spoke -> hub: ``phase <json>`` (its command's start-up phase, plan.start_phase; at most one a second)
   hub -> spoke: ``end <status> <why>``, ``ack`` (for exit/bye), ``hang`` (its command is hung: stacks, then its end),
                 ``stacks`` (its command is hung and its group's restart ends it: its stacks only),
                 ``restart <delay seconds>`` (instead of ``ack`` for an exit: start the command again in place),
@@ -29,6 +30,7 @@ import logging
 import math
 import os
 import re
+import resource
 import socket
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -64,6 +66,8 @@ class Timing:
     progress_deadline: float = _seconds(settings.PROGRESS_DEADLINE)  # a command without progress: hung (0: off)
     hang_after: float = _seconds(settings.HANG_AFTER)  # a training without progress: hung (0: off; hang_watch)
     hang_factor: float = _seconds(settings.HANG_FACTOR)  # ... after this many median step times, if longer
+    start_wait: float = _seconds(settings.START_WAIT)  # waiting for peers, no step: named (0: off; start_wait.py)
+    start_fault: float = _seconds(settings.START_FAULT)  # ... then a fault (0: only named)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], **given: Optional[float]) -> "Timing":
@@ -72,7 +76,7 @@ class Timing:
         for f in fields(cls):
             var = f.metadata["setting"]
             # no drain: end the workers once the chief is done; 0 deadlines: off
-            zero_ok = f.name in ("drain", "progress_deadline", "hang_after")
+            zero_ok = f.name in ("drain", "progress_deadline", "hang_after", "start_wait", "start_fault")
             value = settings.seconds(env, var, lo_open=not zero_ok, given=given.get(f.name),
                                      given_name=f"--{f.name.replace('_', '-')}")
             values[f.name] = settings.default_seconds(var) if value is None else value
@@ -233,3 +237,35 @@ def note_failure(path: Optional[str], rank: int, status: int) -> None:
             os.close(fd)
     except OSError as exc:
         log.debug("could not write the launch report %s: %s", path, exc)
+
+
+def raise_fd_limit(wanted: int) -> None:
+    """A hub of N tasks holds N sockets: lift the soft descriptor limit toward the hard one."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = wanted + 64
+        if soft != resource.RLIM_INFINITY and soft < want:
+            new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            if new < want:
+                log.warning("descriptor limit %d is below the %d this hub needs (ulimit -n)", hard, want)
+    except (ValueError, OSError):
+        pass
+
+
+def read_heartbeats(conn: Conn) -> bool:
+    """Read what is waiting; True when it was only heartbeats (else it is left in conn.inbuf
+    for _serve, or the connection is marked for it)."""
+    try:
+        data = conn.sock.recv(65536)
+    except (BlockingIOError, InterruptedError):
+        return True
+    except OSError:
+        conn.pending_eof = True
+        return False
+    if data and data.count(b"hb\n") * 3 == len(data):
+        return True
+    if not data:
+        conn.pending_eof = True
+    conn.inbuf += data
+    return False
