@@ -113,6 +113,9 @@ def test_past_the_fault_bound_the_task_waited_for_is_ended_and_the_step_says_why
     assert proc.returncode != 0, err[-3000:]
     assert "start-up fault: no training step: " in err and "ending worker 1 (rank 1, node2)" in err, err[-3000:]
     final = _status(tmp_path / "77")
+    assert [h["detail"].split(":")[0] for h in final["hangs"]] == ["start-up", "start-up fault"], final["hangs"]
+    timeline = (tmp_path / "77" / "timeline.jsonl").read_text()
+    assert '"event":"hang"' in timeline.replace(" ", "") and "start-up fault: no training step" in timeline
     failure = final["first_failure"]
     assert failure["rank"] == 1 and failure["detail"].startswith("start-up: no training step: "), failure
     assert "at task.py:10 in load_data" in failure["detail"], failure

@@ -77,7 +77,7 @@ class Hub:
         self.hangs = HangWatch(timing.hang_after, timing.hang_factor, plan.tasks, roles.strategy, roles.chief_rank,
                                self.names)
         self.starts = StartWaitWatch(timing.start_wait, timing.start_fault, plan.tasks, roles.strategy,
-                                     roles.chief_rank, self.names)  # a run that never starts training
+                                     roles.chief_rank, self.names, self.hangs.record)  # a run that never trains
         # the chief's own restarts: its command starts again at restart_at; regroup: the delay once
         # the command, ended for its group's restart, has exited
         self.restart_at: Optional[float] = None

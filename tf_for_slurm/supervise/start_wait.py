@@ -20,6 +20,7 @@ from tf_for_slurm.plan.restart_policy import hang_victims
 from tf_for_slurm.plan.start_phase import Phase
 from tf_for_slurm.plan.start_watch import StartWait, TaskStart, start_wait, verdict
 from tf_for_slurm.plan.step_status import task_state
+from tf_for_slurm.plan.step_timeline import MAX_HANGS
 from tf_for_slurm.plan.step_watch import StepWatch
 from tf_for_slurm.plan.train_progress import Track
 from tf_for_slurm.supervise.child_process import LOGGER
@@ -33,7 +34,7 @@ class StartWaitWatch:
     """Looks at the phases every LOOK_EVERY (`look`); the tasks to end or to have write their stacks."""
 
     def __init__(self, name_after: float, fault_after: float, tasks: Sequence[Any], strategy: str, chief: int,
-                 names: Mapping[int, str]):
+                 names: Mapping[int, str], record: Optional[List[Dict[str, Any]]] = None):
         self.name_after, self.fault_after = name_after, fault_after
         self.strategy, self.chief, self.names = strategy, chief, names
         self.role = {t.rank: t.role for t in tasks}
@@ -46,8 +47,12 @@ class StartWaitWatch:
         self.line: Optional[str] = None  # the named line (status.json's `start`), until a step is made
         self.faults = 0
         self.victims: List[int] = []  # the ranks the last fault ended
+        self._ending: Dict[int, Optional[float]] = {}  # ... and their runs' starts, until they are gone
         self.wait: Optional[StartWait] = None
         self._tasks: List[TaskStart] = []
+        # where a named wait and a fault are recorded: the hub's hangs (status.json's `hangs`, the timeline's
+        # `hang` events), with the line as their detail
+        self.record: List[Dict[str, Any]] = [] if record is None else record
 
     def look(self, phases: Mapping[int, Phase], tracks: Mapping[int, Track], watch: StepWatch, wall: float,
              mono: float) -> List[Tuple[int, bool]]:
@@ -61,6 +66,9 @@ class StartWaitWatch:
             self.trained, self.line, self.wait = True, None, None
             return []
         running = [r for r in self.ranks if task_state(watch, r) == "running"]
+        if any(r in running and again.get(r) == t for r, t in self._ending.items()):
+            return []  # a fault's victim not yet gone: the wait it caused is not a new one
+        self._ending = {}
         self._tasks = [TaskStart(rank=r, name=self.names.get(r, str(r)), phase=phases.get(r),
                                  started=again.get(r, start)) for r in running]
         wait = self.wait = start_wait(self._tasks, wall, self.floor)
@@ -75,16 +83,23 @@ class StartWaitWatch:
                 self.line = line  # kept current (the wait grows), said once
                 return []
             self.named, self.line = wall, line
+            self._note(wait, wall, f"start-up: {line}")
             log.error("start-up: %s; their Python stacks go to their logs (%s)", line, settings.START_WAIT)
             return [(r, False) for r in (wait.laggards or wait.waiters)]
         self.faults += 1
         culprits = list(wait.laggards or wait.waiters)
         victims = hang_victims(self.strategy, [(r, self.role.get(r, "worker"), r == self.chief) for r in culprits])
         self.victims, self.line = victims, line
+        self._ending = {r: again.get(r) for r in victims}
         self.floor, self.named = wall, None
+        self._note(wait, wall, f"start-up fault: {line}")
         log.error("start-up fault: %s; ending %s (%s; the restart policy decides what starts again)", line,
                   ", ".join(self.names.get(r, str(r)) for r in victims[:8]), settings.START_FAULT)
         return [(r, True) for r in victims] + [(r, False) for r in culprits if r not in victims]
+
+    def _note(self, wait: StartWait, wall: float, detail: str) -> None:
+        self.record.append({"rank": (wait.laggards or wait.waiters)[0], "at": round(wall, 3), "detail": detail})
+        del self.record[:-MAX_HANGS]
 
     def to_json(self) -> Optional[Dict[str, Any]]:
         """status.json's `start`: each running task's phase while no step was made, and the named wait."""
