@@ -6,8 +6,9 @@ batch-step job whose first step checkpoints but never stops (test_requeue_deadli
 template job that gets the time-limit warning again and again at every run's start
 (test_rough_edges_slurm.py).  The submit job's worker 1 is also killed once in its first run, once it
 trained (restarted in place: `tf-slurm report`'s page of a job with a restart and a requeue,
-test_report_slurm.py).  Together they are 8 tasks on the 3-node cluster (2 + 3 + 1 + 2 of its
-12 CPUs).
+test_report_slurm.py).  A fifth job, not time-limited, shares their wait: an MWMS fit whose worker 1
+starts late (tests/slurm/slow_start_job.py, test_start_wait_slurm.py).  Together they are 10 tasks on
+the 3-node cluster (2 + 3 + 1 + 2 + 2 of its 12 CPUs).
 
 Each target is one no allocation can reach on a machine of any speed, by pacing (the examples'
 --min_step_seconds): see each test module's arithmetic.
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+import slow_start_job
 from alone import alone
 from data_paths import mnist_dir
 from slurm_harness import PYTHON, REPO
@@ -213,6 +215,7 @@ def _submit_and_wait(cluster, tmp: Path, jobs: Dict[str, Dict[str, object]], dea
             killer.start()
         jobs["hung"] = _hung(cluster, tmp)
         jobs["warned"] = _warned(cluster, tmp)
+        jobs["slow_start"] = slow_start_job.submit(cluster, tmp)
         for entry in jobs.values():
             entry["info"] = cluster.wait_job(str(entry["job"]), max(10.0, deadline - time.monotonic()))
     finally:

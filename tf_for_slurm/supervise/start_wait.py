@@ -27,7 +27,8 @@ from tf_for_slurm.supervise.child_process import LOGGER
 
 log = logging.getLogger(LOGGER)
 
-LOOK_EVERY = 1.0  # seconds between looks
+LOOK_EVERY = 1.0  # seconds between looks, one more a 4,000 tasks (16,000: a look of 27 ms every 5 s)
+PHASES_UP_TO = 256  # tasks: a larger step's status file keeps the laggards' phases and the counts only
 
 
 class StartWaitWatch:
@@ -59,7 +60,7 @@ class StartWaitWatch:
         """The tasks to act on now: (rank, end it) — end: a fault's victim; else only its stacks."""
         if self.trained or (self.name_after <= 0 and self.fault_after <= 0) or mono < self._next or watch.decided:
             return []
-        self._next = mono + LOOK_EVERY
+        self._next = mono + min(5.0, LOOK_EVERY + len(self.ranks) / 4000)
         start = self._start = self._start if self._start is not None else wall - (mono - watch.start)
         again = {rank: wall - (mono - t) for rank, t in watch.running_again.items()}
         if any((track.last_progress_at or 0.0) > again.get(r, start) for r, track in tracks.items()):
@@ -105,7 +106,17 @@ class StartWaitWatch:
         """status.json's `start`: each running task's phase while no step was made, and the named wait."""
         if self.trained or not any(t.phase is not None for t in self._tasks):  # no shim said a word: not Python
             return None
-        out: Dict[str, Any] = {"phases": {str(t.rank): _phase_json(t) for t in self._tasks}}
+        shown = self._tasks
+        if len(shown) > PHASES_UP_TO:  # the file stays small at thousands of tasks: who lags, and how many where
+            lagging = set(self.wait.laggards[:100]) if self.wait is not None else set()
+            shown = [t for t in shown if t.rank in lagging]
+        out: Dict[str, Any] = {"phases": {str(t.rank): _phase_json(t) for t in shown}}
+        if len(self._tasks) > PHASES_UP_TO:
+            counts: Dict[str, int] = {}
+            for t in self._tasks:
+                name = "starting" if t.phase is None else t.phase.phase
+                counts[name] = counts.get(name, 0) + 1
+            out["counts"] = counts
         if self.wait is not None:
             out.update(since=round(self.wait.since, 3), waited=round(self.wait.waited, 1),
                        laggards=list(self.wait.laggards[:100]))
