@@ -191,3 +191,12 @@ def test_the_summary_says_what_the_job_was_with_slurms_word_beside_it():
     late = build("9", status(), {**batch, "ended_at": T + 600}, None, slurm=slurm)  # at the limit: a timeout
     assert late.summary.startswith("job 9 TIMEOUT, step 0: mwms, ended with status 0;"), late.summary
     assert build("9", status(), batch, None).summary.startswith("job 9, step 0: mwms")
+
+
+def test_a_named_start_up_wait_is_a_mark_that_says_so():
+    r = report([line(0, "step_start"), line(1, "start", **w(0, 0, "n1")), line(1, "start", **w(1, 1, "n2")),
+                line(302, "hang", **w(1, 1, "n2"), detail="start-up: no training step: worker 0 (rank 0, n1) has "
+                     "waited 5 min for its peers; waiting for worker 1 (rank 1, n2): TensorFlow imported"),
+                line(400, "exit", **w(0, 0, "n1"), status=0), line(401, "step_end", status=0)], status())
+    mark = next(m for m in r.marks if m.kind == "hang")
+    assert mark.text.startswith("worker 1 (rank 1, n2): waited for: start-up: no training step: "), mark.text

@@ -226,7 +226,8 @@ class _Builder:
             self.begin(lane, e.at, e.node, "restarted")
             self.marks.append(Mark("restart", e.at, lane, f"{name}: restarted in place{said}"))
         elif e.event == "hang":
-            self.marks.append(Mark("hang", e.at, lane, f"{name}: hung{said}"))
+            start_up = (e.detail or "").startswith("start-up")  # a run that never trained (supervise.start_wait)
+            self.marks.append(Mark("hang", e.at, lane, f"{name}: {'waited for' if start_up else 'hung'}{said}"))
         elif e.event == "lost":
             self.close(lane, e.at, f"lost{said}")
             self.marks.append(Mark("lost", e.at, lane, f"{name}: lost{said}"))
