@@ -13,10 +13,10 @@ from tf_for_slurm.plan.job_report import Event, Timeline, parse_timeline
 T = 1_800_000_000.0
 
 
-def ev(at, event, rank=None, node=None, status=None, role="worker", index=None):
+def ev(at, event, rank=None, node=None, status=None, role="worker", index=None, detail=None):
     task = rank is not None
     return Event(T + at, event, rank, role if task else None, (rank if index is None else index) if task else None,
-                 node, status)
+                 node, status, detail)
 
 
 def timeline(*events):
@@ -439,3 +439,15 @@ def test_the_status_line_json_and_csv_row():
     assert len(row) == len(CSV_FIELDS) and CSV_FIELDS[:4] == ("job", "total_s", "node_s", "goodput")
     assert row[:3] == ["9", "1600.0", "1100.0"] and math.isclose(float(row[3]), acc.goodput, abs_tol=1e-4)
     assert sum(float(x) for x in row[4:]) == pytest.approx(1600, abs=0.5)
+
+
+@pytest.mark.parametrize("detail,start_up,faults", [
+    ("start-up: no training step: worker 0 has waited 5 min for its peers", 320, 0),  # named only: start-up still
+    ("start-up fault: no training step: worker 0 has waited 30 min for its peers", 170, 150),  # a fault: from it
+])
+def test_a_slow_start_named_is_start_up_and_a_start_up_fault_is_a_fault(detail, start_up, faults):
+    points = ramp(320, 400, 1)
+    tl = timeline(ev(0, "step_start"), ev(1, "start", 0, "n1"), ev(170, "hang", 0, "n1", detail=detail),
+                  ev(405, "exit", 0, "n1", status=0), ev(410, "step_end", status=0))
+    acc = checked(account("9", status({"0": track(points)}), batch(run(1, 0, 410)), tl, T))
+    assert acc.parts["start_up"] == start_up and acc.parts.get("faults", 0) == faults, parts(acc)

@@ -110,6 +110,8 @@ def _fault_starts(read: JobRead) -> List[float]:
     step_starts = [step.start for step in read.steps]
     starts = [t for run in read.runs for t in run.relaunches]
     for e in [e for e in read.events if e.event in FAULT_EVENTS]:
+        if e.event == "hang" and (e.detail or "").startswith("start-up: "):
+            continue  # a slow start named (supervise.start_wait), not ended: start-up still; its fault is one
         if e.event in SILENT_FAULTS:
             lead = read.steps[max(0, bisect_right(step_starts, e.at) - 1)].lead  # the event's step's
             before = bisect_right(lead, (e.at, MAX_STEP))  # its points up to the event
