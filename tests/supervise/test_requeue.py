@@ -795,3 +795,15 @@ def test_relaunch_options_are_checked_in_one_line(fake_slurm, extra, command, me
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and message in lines[0], (r.returncode, r.stderr)
     assert not (tmp_path / "argv.0").exists() and not (tmp_path / "started").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("signal,checkpoint,start", [
+    (None, 1200, 1200),  # the start-up fault ended it (SIGKILL, 137): its checkpoint is where it started
+    (None, None, None),  # no checkpoint known at all
+    ("USR1", 1200, 1200),  # the time-limit warning came while it still waited for its peers
+])
+def test_a_run_that_never_trained_is_not_requeued(signal, checkpoint, start):
+    """A step ended by a start-up fault (supervise.start_wait) saved nothing past its start: another run
+    would only wait again (issue 42)."""
+    d = decide(signal, 137 if signal is None else 0, 0, 10, checkpoint_step=checkpoint, target=5000, start_step=start)
+    assert not d.requeue and "not requeued" in d.reason, d
