@@ -20,8 +20,8 @@
 # and any run that picks tests stay as they were: OLD_TF_TESTS=1 runs it anyway (the given
 # arguments, then -m "tf and not slurm"), OLD_TF_TESTS=0 never. It leaves out the long scenarios
 # listed below (each tests our supervision, the same on any TensorFlow; the TensorFlow calls they
-# make are in the tests that stay): 30 of the 63 tests, about 3 minutes on 2 cores, where all 63
-# take 16. OLD_TF_TESTS=all runs all of them.
+# make are in the tests that stay): about 30 of the 75 tests, about 3 minutes on 2 cores (40 took
+# 4 min), where all take 16. OLD_TF_TESTS=all runs all of them.
 # The exit status is the worse of the two runs.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -61,6 +61,17 @@ old_tf_long=(
   tests/runtime/test_progress_capture.py::test_capture_off  # 2 x 4: no TensorFlow in the rule
   tests/runtime/test_progress_capture.py::test_no_file_no_capture  # 4: the same
   tests/runtime/test_progress_capture.py::test_a_failing_capture  # 4: the same
+  # our supervision and TF1 runtime rules over calls the tests above make (measured with TF 2.15.1, 2 cores)
+  tests/runtime/test_runtime_tf2.py::test_pss_coordinator_sigkill_servers_exit_nonzero_within_10s_naming_it  # 13
+  tests/runtime/test_runtime_tf2.py::test_pss_train_fn_failure_still_ends_every_process  # 7
+  "tests/runtime/test_runtime_tf2.py::test_pss_custom_loop_normal_end_every_process_exits_0[exit_now]"  # 3
+  tests/runtime/test_runtime_tf1.py::test_killed_worker_makes_ps_fail_within_bound  # 9
+  tests/runtime/test_runtime_tf1.py::test_sync_replicas_one_ps_two_workers  # 7: test_sync_tf1_end's calls
+  tests/runtime/test_runtime_tf1.py::test_barrier_waits_for_late_workers_and_times_out_naming_the_missing_ones  # 6
+  tests/runtime/test_runtime_tf1.py::test_worker_dying_before_first_dequeue_deadline_is_lost_within_bound  # 6
+  tests/runtime/test_runtime_tf1.py::test_two_ps  # 6: test_async_one_ps_two_workers's calls
+  tests/runtime/test_resolver_scripts.py::test_tf1_course_script_with_jobs_and_two_tasks_per_node_completes  # 9
+  tests/runtime/test_resolver_scripts.py::test_drop_in_is_the_same_script_with_one_import_line_changed  # 16: no patch
 )
 # each part's seconds, printed at the end (where the 25-minute budget goes)
 SECONDS=0
@@ -86,7 +97,7 @@ if (($# == 0)); then  # the full command: side by side, then the `tf` and `slurm
   "$venv/bin/python" -m pytest -ra --full -m "not tf and not slurm" || status=$?
   took "side by side"
   one=0
-  "$venv/bin/python" -m pytest -ra --full --durations=30 -m "tf or slurm" || one=$?
+  "$venv/bin/python" -m pytest -ra --full --durations=80 -m "tf or slurm" || one=$?
   took "one at a time"
   if ((one > status)); then status=$one; fi
 else
