@@ -15,6 +15,8 @@ import netns  # noqa: E402  (tests/netns.py, found through the line above)
 from alone import DONE, WINDOW_ENV, first_part_done, wait_for_the_window  # noqa: E402  (tests/alone.py)
 from side_by_side import workers_for  # noqa: E402  (tests/side_by_side.py)
 
+import background_slurm  # noqa: E402  (tests/background_slurm.py)
+
 
 def _private_cache() -> str:
     """~/.cache/tf_for_slurm/pycache, made private (0700); a folder in /tmp others could fill is not."""
@@ -103,6 +105,9 @@ def pytest_runtest_protocol(item, nextitem):
     side_by_side = hasattr(item.config, "workerinput")
     if side_by_side and item.get_closest_marker("slurm") is None:
         wait_for_the_window(item.nodeid, first_part=bool(getattr(item.config, "alone_tests", ())))
+    if item.get_closest_marker("slurm") is not None and not background_slurm.SCENARIOS.keys() & set(
+            getattr(item, "fixturenames", ())):
+        background_slurm.wait_all()  # no Slurm test while a background scenario may stop the controller
     host = any(item.get_closest_marker(m) is not None for m in HOST_NETWORK) and netns.enter_host()
     try:
         yield
@@ -128,8 +133,10 @@ def pytest_collection_modifyitems(config, items):
     other implementation runs (a wrapper): xdist's turns the marks into node ids. In the Slurm group,
     the tests of the time-limited jobs (ALONE_FIXTURES) go first: until they are done no other test
     starts (tests/alone.py), and after them the other worker's tests overlap the rest. Then the
-    FULL_ONLY markers' rule."""
-    if hasattr(config, "workerinput"):  # a serial run keeps pytest's order
+    FULL_ONLY markers' rule.  In one process, when a selected test uses a background scenario
+    (tests/background_slurm.py), the Slurm tests go after every other test, so that the scenario runs
+    beside those from the first test on."""
+    if hasattr(config, "workerinput"):  # a serial run keeps pytest's order (but see the end)
         slurm = [item for item in items if item.get_closest_marker("slurm") is not None]
         slurm.sort(key=lambda item: not ALONE_FIXTURES & set(getattr(item, "fixturenames", ())))
         for item in items:
@@ -140,6 +147,10 @@ def pytest_collection_modifyitems(config, items):
         items[:] = slurm + [item for item in items if item.get_closest_marker("slurm") is None]
     yield
     _leave_full_only(config, items)
+    if not hasattr(config, "workerinput"):  # one process: the background scenarios the run needs
+        config.background_slurm = background_slurm.wanted(getattr(item, "fixturenames", ()) for item in items)
+        if config.background_slurm:
+            items[:] = sorted(items, key=lambda item: item.get_closest_marker("slurm") is not None)  # stable
     if hasattr(config, "workerinput"):  # the time-limited jobs' tests of this run, in the order they run
         config.alone_tests = [item.nodeid for item in items if item.get_closest_marker("slurm") is not None
                               and ALONE_FIXTURES & set(getattr(item, "fixturenames", ()))]
@@ -177,6 +188,22 @@ def _leave_full_only(config, items):
     if leave:
         config.hook.pytest_deselected(items=leave)
         items[:] = [item for item in items if item not in leave]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _background_slurm(request):
+    """The run's background Slurm scenarios (tests/background_slurm.py), started with its first test on
+    the local cluster (no cluster: none, and their tests skip as they would); waited for at its end."""
+    names = getattr(request.config, "background_slurm", ())
+    if names:
+        try:
+            cluster = request.getfixturevalue("slurm_cluster")
+        except pytest.skip.Exception:
+            names = ()
+        else:
+            background_slurm.start(names, cluster, request.getfixturevalue("tmp_path_factory"))
+    yield
+    background_slurm.wait_all()
 
 
 @pytest.fixture(scope="session")

@@ -18,34 +18,15 @@ target, so every job needs a requeue by construction.
 from __future__ import annotations
 
 import re
-import subprocess
-import time
 from pathlib import Path
 
+import away_job
 import pytest
-from one_minute_jobs import PACED_STEPS, WARNED_TARGET, job_state
-from slurm_harness import PYTHON, REPO, SCRIPT, wait_for_log
+from away_job import FIRST_RUN, TARGET
+from background_slurm import result_of
+from one_minute_jobs import WARNED_TARGET
 
 pytestmark = pytest.mark.slurm
-
-TARGET, FIRST_RUN = 60, 30
-
-
-def _local_slurm(cluster, *args: str) -> None:
-    res = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=60,
-                         env={**cluster.env, "TF_SLURM_LOCAL_DIR": str(cluster.dir)})
-    assert res.returncode == 0, res.stderr
-
-
-def _wait_end(cluster, job: str, timeout: float) -> tuple:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state, restarts = job_state(cluster, job)
-        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
-            return state, restarts
-        time.sleep(0.5)
-    cluster.run(["scancel", job], timeout=30)
-    raise AssertionError(f"job {job} not ended within {timeout} s")
 
 
 def _saved(model: Path) -> int:
@@ -69,42 +50,11 @@ def test_the_warning_at_every_runs_start_ends_completed_at_the_target(one_minute
 
 @pytest.fixture(scope="module")
 def away(slurm_cluster, tmp_path_factory):
-    """The submitted job, its node's slurmd restarted, then told to stop while the controller is away."""
-    tmp = tmp_path_factory.mktemp("away")
-    model = tmp / "model"
-    model.mkdir()
-    res = slurm_cluster.run(
-        [PYTHON, "-m", "tf_for_slurm", "submit", "--python", PYTHON, "--folder", str(tmp / "jobs"), "-N", "1",
-         "-n", "1", "--ps", "0", "-t", "5", "--checkpoint-dir", str(model), "--target", str(TARGET), "--",
-         PYTHON, str(PACED_STEPS), str(model), str(TARGET), str(FIRST_RUN), "5"],
-        timeout=60, env={"PYTHONPATH": str(REPO)}, cwd=str(tmp))
-    assert res.returncode == 0, res.stderr
-    job = re.match(r"Submitted batch job (\d+)", res.stdout).group(1)
-    log = tmp / "jobs" / job / "job.out"
-    out = {"job": job, "model": model, "log": log}
-    try:
-        # the first run waits at FIRST_RUN: its node's slurmd restarted under it, then it is told to stop;
-        # its task checkpoints 5 s later, while the controller is stopped
-        wait_for_log(log.parent / "task-0.out", rf"task 0: step {FIRST_RUN}", timeout=180)
-        node = re.search(r"NodeList=(node\d+)", slurm_cluster.run(["scontrol", "show", "job", job], timeout=30).stdout)
-        _local_slurm(slurm_cluster, "restart-slurmd", node.group(1))
-        assert slurm_cluster.run(["scancel", "--batch", "--signal=USR2", job], timeout=30).returncode == 0
-        wait_for_log(log, r"passed SIGUSR2 on to the step", timeout=60)
-        _local_slurm(slurm_cluster, "controller", "stop")
-        try:
-            wait_for_log(log, r"Slurm's controller does not answer", timeout=60)
-            out["status"] = subprocess.run(
-                [PYTHON, "-m", "tf_for_slurm", "status", job, "--folder", str(tmp / "jobs")], capture_output=True,
-                text=True, timeout=60, env={**slurm_cluster.env, "PYTHONPATH": str(REPO)})
-        finally:
-            _local_slurm(slurm_cluster, "controller", "start")
-        out["end"] = _wait_end(slurm_cluster, job, 300)
-    finally:
-        if "end" not in out:
-            slurm_cluster.run(["scancel", job], timeout=30)
-    out["text"] = log.read_text(errors="replace")
-    out["task"] = (log.parent / "task-0.out").read_text(errors="replace")
-    return out
+    """The submitted job, its node's slurmd restarted, then told to stop while the controller is away
+    (tests/slurm/away_job.py); in a one-process run it ran beside the TensorFlow tests from the start
+    (tests/background_slurm.py): its result, else it runs now."""
+    done = result_of("away")
+    return done if done is not None else away_job.run(slurm_cluster, tmp_path_factory.mktemp("away"))
 
 
 @pytest.mark.timeout(600)
