@@ -24,6 +24,7 @@ from tf_for_slurm.cli.status import FOLDER_HELP, job_account, locate
 from tf_for_slurm.cli.table import render_table
 from tf_for_slurm.host.scontrol import JobAnswer, ask_job
 from tf_for_slurm.plan.goodput import CSV_FIELDS, PARTS, Account, csv_row
+from tf_for_slurm.plan.goodput_words import wall
 
 HEADS = {"start_up": "start-up", "end_wait": "end wait"}  # a part's column head where it is not its name
 COLUMNS = ["job", "total", "node-hours", "goodput"] + [HEADS.get(k, k) for k in PARTS]
@@ -40,12 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     form.add_argument("--json", action="store_true", help="JSON: one job's account, a list of several")
     form.add_argument("--csv", action="store_true", help="CSV: a header line, then one row per job")
     parser.add_argument("-v", "--verbose", action="store_true", help="also how each figure was measured (notes)")
-
-
-def wall(seconds: float) -> str:
-    """'1.6 h', '12 min', '40 s'."""
-    return f"{seconds / 3600:.1f} h" if seconds >= 3570 else f"{seconds / 60:.0f} min" if seconds >= 59.5 \
-        else f"{seconds:.0f} s"
 
 
 def share(part: float, total: float) -> str:
