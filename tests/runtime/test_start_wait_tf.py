@@ -49,6 +49,7 @@ def test_a_worker_that_stalls_after_the_strategy_is_named_and_the_fit_completes(
                 pass
         phases = start["phases"]
         assert phases["0"]["phase"] == "stepping" and phases["1"]["phase"] == "ready", start
+        assert phases["0"]["detail"] == "its first collective (its variables)", start
         assert phases["1"]["where"].startswith("mwms_slow_start.py:") and phases["1"]["where"].endswith(
             " in load_data"), start
         assert start["laggards"] == [1], start
