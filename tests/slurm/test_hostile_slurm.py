@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
+
+from tf_for_slurm.host.environment import plan_from_env
 from attacker import SYSTEM_PY, attacker
 
 pytestmark = [
@@ -59,11 +61,13 @@ def _hub(job: str) -> Optional[Dict[str, str]]:
     return None
 
 
-def _listening_port(pid: str) -> Optional[int]:
+def _listening_port(pid: str, port: int) -> Optional[int]:
+    """`port` once the process `pid` listens on it (before the hub, its check before the command holds the
+    chief's planned TensorFlow port: supervise/preflight.py)."""
     out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, timeout=10).stdout
     for line in out.splitlines():
-        if f"pid={pid}," in line:
-            return int(line.split()[3].rsplit(":", 1)[1])
+        if f"pid={pid}," in line and int(line.split()[3].rsplit(":", 1)[1]) == port:
+            return port
     return None
 
 
@@ -94,7 +98,8 @@ def test_another_user_cannot_end_or_fake_complete_a_template_job(slurm_cluster, 
     evil = None
     try:
         hub = _wait(lambda: _hub(job), 90, "chief's supervisor")
-        port = _wait(lambda: _listening_port(hub["pid"]), 30, "listening port of the chief's supervisor")
+        aux = plan_from_env(hub, check=False).me.aux_port
+        port = _wait(lambda: _listening_port(hub["pid"], aux), 30, "listening port of the chief's supervisor")
         log = tmp_path / f"job-{job}.out"
         evil = attacker(port, f"{job}.{hub['SLURM_STEP_ID']}", "lines")
         # the chief is held by the test: every attack line goes out twice before it may end

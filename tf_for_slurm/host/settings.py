@@ -115,8 +115,8 @@ START_FAULT = _setting("TF_SLURM_START_FAULT", "seconds", "1800", "waiting this 
                       "step is a fault, handled as a hang by the restart policy (`0`: only named, never ended)")
 PREFLIGHT = _setting("TF_SLURM_PREFLIGHT", "flag", "1", "`0`: no check, before the command starts, that the "
                      "tasks can reach each other's planned host:port")
-PREFLIGHT_TIMEOUT = _setting("TF_SLURM_PREFLIGHT_TIMEOUT", "seconds", "10", "how long the check before the "
-                             "command starts waits for an address to answer")
+PREFLIGHT_TIMEOUT = _setting("TF_SLURM_PREFLIGHT_TIMEOUT", "seconds", "30", "how long the check before the "
+                             "command starts waits for an address to answer (and for a task that starts late)")
 # -- batch-step ----------------------------------------------------------------------------------
 MAX_REQUEUES = _setting("TF_SLURM_MAX_REQUEUES", "int", "10", "batch-step: requeues allowed")
 MAX_RELAUNCHES = _setting("TF_SLURM_MAX_RELAUNCHES", "int", "2", "batch-step: times a step that lost a node is "

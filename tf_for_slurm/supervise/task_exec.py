@@ -29,6 +29,7 @@ from tf_for_slurm.plan.cluster import ClusterPlan
 from tf_for_slurm.plan.gpus import devices_for_task
 from tf_for_slurm.plan.restart_policy import RETRY_ON, RestartPolicy
 from tf_for_slurm.plan.strategy import StepRoles, exec_device_filters, step_roles
+from tf_for_slurm.supervise import preflight
 from tf_for_slurm.supervise.child_process import ForwardSignals, Wake, exit_status, start_command
 from tf_for_slurm.supervise.supervisor import Hub, Spoke, Timing
 
@@ -212,18 +213,22 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
     me = plan.me
     roles = step_roles(plan.tasks, strategy, source)
     log.info("%s", roles.rule)
+    supervised = plan.size > 1 and supervise
+    key = step_key(env, f"{plan.job_id}.{plan.step_id}") if supervised else b""
+    if supervised and settings.flag(env, settings.PREFLIGHT):  # every planned address answers, or one line
+        failed = preflight.check_step(plan, roles, key, env)
+        if failed is not None:
+            return failed
     ensure_bindable(me.port, f"task {me.role}:{me.index} (rank {me.rank}, {me.address}): its TensorFlow server")
-    child = child_environment(plan, roles, env, device_filters=device_filters,
-                              progress=plan.size > 1 and supervise)
+    child = child_environment(plan, roles, env, device_filters=device_filters, progress=supervised)
     child_env = {**env, **child.variables}
     child_env.pop(settings.SECRET, None)  # the supervisors' only: the command has no use for it
     report = env.get(LAUNCH_REPORT) or None
     try:
-        if plan.size == 1 or not supervise:
+        if not supervised:
             if child.spill_dir is None:
                 return _exec(command, child_env)
             return _run_plain(command, child_env)
-        key = step_key(env, f"{plan.job_id}.{plan.step_id}")
         if me.rank == roles.chief_rank:
             return Hub(plan, roles, command, child_env, timing, report, status_file=job_folder.status_path(env),
                        policy=policy, key=key, require_all=require_all).run()
