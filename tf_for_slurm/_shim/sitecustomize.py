@@ -21,9 +21,11 @@
   script's progress (Keras fit batches, optimizer steps, the TF1 global step) is written there, so a
   hang is noticed without `tf_for_slurm.report_progress()` (tf_slurm_progress); a checkpoint save
   is progress while it runs (tf_slurm_save_progress).
-- TF_SLURM_PHASE_FILE, with the progress capture: the script's start-up phase (TensorFlow imported,
-  its server started, waiting for its peers, its first step, serving) and the line of its code it is
-  at, so the hub can name the task a step that never trains waits for (tf_slurm_start_phase).
+- TF_SLURM_PHASE_FILE, unless TF_SLURM_PROGRESS_CAPTURE is `0`: the script's start-up phase (TensorFlow
+  imported, its server started, waiting for its peers and in what, its first step, serving) and the
+  line of its own code it is at, so the hub can name the task a step that never trains waits for
+  (tf_slurm_start_phase); the variable is removed, so a Python the script starts does not write it
+  (with the capture off it stays: a script may write its own phase there).
 - TF_SLURM_SUPERVISED (any command under exec): SIGQUIT writes every thread's Python stack to stderr
   (faulthandler), which is how a task exec's hub found hung leaves its stacks in its log.
 - Always: MultiWorkerMirroredStrategy's peer health check waits without holding the GIL, so a slow
@@ -88,17 +90,17 @@ if _role:
     _install_resolver()
 
 _progress = _os.environ.get("TF_SLURM_PROGRESS_FILE", "")
-if _progress and _os.environ.get("TF_SLURM_PROGRESS_CAPTURE", "").strip().lower() not in ("0", "false", "no", "off"):
+_capture_on = _os.environ.get("TF_SLURM_PROGRESS_CAPTURE", "").strip().lower() not in ("0", "false", "no", "off")
+if _progress and _capture_on:
     from tf_slurm_progress import _capture as _progress_capture, install as _install_progress  # the shim's dir
     from tf_slurm_save_progress import install as _install_saves
 
     _install_progress(_progress)
     _install_saves(_progress_capture[0])  # a checkpoint save is progress too
-    _phase_file = _os.environ.pop("TF_SLURM_PHASE_FILE", "")  # this process's: not a child Python's
-    if _phase_file:
-        from tf_slurm_start_phase import install as _install_phase
+if _capture_on and _os.environ.get("TF_SLURM_PHASE_FILE"):  # popped: a child Python does not write it
+    from tf_slurm_start_phase import install as _install_phase  # this shim's own directory
 
-        _install_phase(_phase_file)
+    _install_phase(_os.environ.pop("TF_SLURM_PHASE_FILE"))
 
 if _os.environ.get("TF_SLURM_SUPERVISED"):  # exec's hang rule: SIGQUIT writes the Python stacks, then SIGKILL
     try:

@@ -1,18 +1,34 @@
 """An unmodified script's start-up phase, written to TF_SLURM_PHASE_FILE for its supervisor (plan/start_phase.py).
 
-Installed by the `sitecustomize` shim under `tf-slurm exec` (with the progress capture: TF_SLURM_PROGRESS_CAPTURE=0
-turns both off).  Why: a run that never reaches its first step shows every process alive; the hub can name the task
-everyone waits for only if it knows where each one is (plan/start_watch.py).  The phases, as the program passes them:
-`starting` at once; `imported` with `import tensorflow`; `server` when a TensorFlow server starts (tf.distribute.Server,
-tf.train.Server); `waiting` for peers (MWMS's start barrier: its server's start and the workers' meeting, a TF1
-non-chief's SessionManager.wait_for_session, a TF1 chief's prepare_session, a PSS coordinator connecting to its
-cluster) and `ready` when that returns; `stepping` as the first collective or training step starts (MWMS's first
-variable, whose initial value every worker must receive; Keras fit's on_train_begin, a TF1 MonitoredSession's first
-run, a PSS ClusterCoordinator's first schedule); `serving` in Server.join().  A phase only
-moves forward.  A daemon thread adds `where`, the innermost frame of the user's code in the main thread ("train.py:41
-in load_data"), every WHERE_EVERY s while it changes, until `stepping` or `serving`: a task stuck before its own
-`import tensorflow` is named at its line.  The file is never created (its supervisor does) nor followed as a symlink;
-one pwrite at 0 and an ftruncate per write; any failure turns the capture off with one line, the program goes on.
+Installed by the `sitecustomize` shim under `tf-slurm exec` (TF_SLURM_PROGRESS_CAPTURE=0 turns it off with the
+progress capture).  Why: a run that never reaches its first step shows every process alive and no step; the hub can
+name the task the others wait for only if it knows where each one is (plan/start_watch.py).  The phases, as the
+program passes them (TensorFlow 2.15.1 and 2.21 alike; patched only once the program imports the module):
+
+- `starting` at once; `imported` once `tensorflow` is imported;
+- `server`: server_lib.Server.start (tf.distribute.Server, tf.train.Server; the constructor starts it).  MWMS has no
+  such point: its server starts inside the same C call that waits for the other workers, so it goes to `waiting`;
+- `waiting` (with `detail`), then `ready` as the wait returns: MWMS's CollectiveAllReduceExtended.
+  _initialize_multi_worker (the coordination service's barrier in context.ensure_initialized, then the health
+  check's all-reduce when that is on), a TF1 non-chief's SessionManager.wait_for_session, a TF1 chief's
+  SessionManager.prepare_session (MonitoredTrainingSession's ChiefSessionCreator), a PSS coordinator's
+  ParameterServerStrategyV2._connect_to_cluster;
+- `stepping`: the first collective or step starts: MWMS's first variable (its initial value, broadcast from worker
+  0, waits for every worker: a worker that stalls after the strategy), Keras CallbackList.on_train_begin (Keras 3, Keras 2, tf_keras), a TF1
+  _MonitoredSession's first run, a PSS ClusterCoordinator's first schedule, a custom loop's first strategy.run (the
+  last three patched until their first call only, then TensorFlow's own method is put back);
+- `serving`: Server.join().
+
+A phase only moves forward, and `stepping` and `serving` are the last ones written.  `where` is the innermost frame
+of the user's code in the main thread ("train.py:41 in load_data"; the standard library, site-packages, autograph's
+generated code, the shim and tf_for_slurm skipped): set with each phase, and refreshed by a daemon thread every WHERE_EVERY s until `serving` or
+the first training progress (tf_slurm_progress's count; at `stepping` when there is none): a task stuck before its
+own `import tensorflow` is named at its line.  (MWMS's barrier holds the GIL: no thread runs while it waits, its
+phase was written before.)  The file is never created (the supervisor does) nor followed as a symlink; each write is
+one pwrite at 0 padded to the old length, then ftruncate, then the mtime set to the ns (the kernel's clock tick is
+coarse: two writes in one tick would leave the mtime the supervisor watches unchanged).  About 7 phase writes per
+process, a `where` write at most every WHERE_EVERY s; a forked child writes nothing.  Any failure turns the capture
+off with one line on stderr; the program goes on.
 """
 
 import functools
@@ -20,7 +36,6 @@ import json
 import os
 import stat
 import sys
-import sysconfig
 import threading
 import time
 
@@ -30,129 +45,172 @@ except ImportError:  # from the shim directory on PYTHONPATH (tf-slurm exec)
     from tf_slurm_when_imported import when_imported  # type: ignore[no-redef]
 
 WHERE_EVERY = 2.0  # s between looks at the main thread's frame
+MAX_BYTES = 512  # the file's bound (plan.start_phase.MAX_PHASE_BYTES)
 MAX_WHERE = 120  # characters (plan.start_phase.MAX_WHERE)
-PHASES = ("starting", "imported", "server", "waiting", "ready", "stepping", "serving")
-_CDS = "tensorflow.python.distribute.collective_all_reduce_strategy"
-_PSS = "tensorflow.python.distribute.parameter_server_strategy_v2"
-_COORDINATOR = "tensorflow.python.distribute.coordinator.cluster_coordinator"
-_SERVER = "tensorflow.python.training.server_lib"
-_SESSIONS = "tensorflow.python.training.session_manager"
-_MONITORED = "tensorflow.python.training.monitored_session"
+MAX_DETAIL = 60  # characters (plan.start_phase.MAX_DETAIL)
+PHASES = ("starting", "imported", "server", "waiting", "ready", "stepping", "serving")  # `training`: the supervisor's
+LAST = ("stepping", "serving")  # nothing after them but the `where` refresh
+BARRIER = "MultiWorkerMirroredStrategy's start barrier"
+CHIEF = "the chief's session"
+SESSION = "creating its session (the ps must answer)"
+CLUSTER = "connecting to its ps and workers"
+VARIABLES = "its first collective (its variables)"
+FIRST = "its first step"
+JOIN = "Server.join()"
 _CALLBACKS = ("keras.src.callbacks.callback_list", "keras.src.callbacks", "tf_keras.src.callbacks")
+_PROGRESS = ("tf_slurm_progress", "tf_for_slurm._shim.tf_slurm_progress")  # the progress capture, both imports
+_ORDER = {name: i for i, name in enumerate(PHASES)}
 _WHAT = "the start-up phase capture"
 _MARK = "_tf_slurm_start_phase"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _phase = []  # the one _Phase of this process
 
 
+def _write(path, data):
+    """Replace the file's content by `data` (bytes) in place; nothing when the file is missing."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:  # no supervisor watches (any more): nothing to tell
+        return
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if len(data) < st.st_size <= MAX_BYTES:  # the whole old line overwritten in one write
+            data = data[:-1] + b" " * (st.st_size - len(data)) + b"\n"
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+        try:
+            now = time.time_ns()
+            os.utime(fd, ns=(now, now))
+        except OSError:  # not the file's owner: the kernel's mtime it is
+            pass
+    finally:
+        os.close(fd)
+
+
+def _line(name, t, since, where, detail):
+    """The phase as one JSON line of at most MAX_BYTES (non-ASCII escaped: `where` cut until it fits)."""
+    d = {"v": 1, "phase": name, "t": round(t, 3), "since": round(since, 3)}
+    if detail:
+        d["detail"] = detail[:MAX_DETAIL]
+    while True:
+        line = json.dumps({**d, "where": where} if where else d, separators=(",", ":")) + "\n"
+        if len(line) <= MAX_BYTES or not where:
+            return line.encode()
+        where = where[:len(where) - max(1, (len(line) - MAX_BYTES) // 6)]
+
+
 class _Phase:
-    """The file, the phase and `where`; every write under one lock (the main thread's and the looker's)."""
+    """The phase, its start and `where`; every write under one lock (the program's threads' and the looker's)."""
 
     def __init__(self, path):
-        self.lock = threading.Lock()
-        self.fd = None
+        self.path, self.pid, self.lock, self.on = path, os.getpid(), threading.Lock(), True
         self.name, self.since, self.detail, self.where = "starting", time.time(), "", ""
-        self.size = 0
-        self.done = threading.Event()  # `stepping` or `serving` reached: the looker ends
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
-                os.close(fd)
-                raise OSError(0, "not a regular file of ours")
-            self.fd = fd
-        except OSError as exc:
-            self._off(f"cannot open {path}: {exc.strerror or exc}")
 
-    def _off(self, why):
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-        self.fd = None
-        self.done.set()
-        sys.stderr.write(f"tf_for_slurm: {_WHAT} is off: {why}\n")
+    def fail(self, exc):
+        if self.on:
+            self.on = False
+            sys.stderr.write(f"tf_for_slurm: start-up phase capture off: {type(exc).__name__}: {exc}\n")
 
     def enter(self, name, detail=""):
-        """Move forward to phase `name` (never back; nothing after `serving`)."""
-        with self.lock:
-            if self.fd is None or PHASES.index(name) <= PHASES.index(self.name) or self.name == "serving":
-                return
-            self.name, self.since, self.detail = name, time.time(), detail
-            if name in ("stepping", "serving"):
-                self.where = user_frame() or self.where
-                self.done.set()
-            self._write()
+        """Move forward to phase `name` (never back; nothing after `stepping` or `serving`)."""
+        if not self.on or self.name in LAST or os.getpid() != self.pid:
+            return
+        try:
+            where = user_frame()
+            with self.lock:
+                if _ORDER[name] <= _ORDER[self.name] or self.name in LAST:
+                    return
+                self.name, self.since, self.detail, self.where = name, time.time(), detail, where or self.where
+                self.flush()
+        except Exception as exc:  # never break the program for a convenience
+            self.fail(exc)
 
     def look(self):
-        """The main thread's innermost user frame, written when it changed."""
-        where = user_frame()
+        """Refresh `where` (written when it changed); True once the looker is done.  The frame is taken first: one
+        taken before the first progress is still one of the first step."""
+        name, where = self.name, user_frame()
+        if self.finished():
+            return True
         with self.lock:
-            if self.fd is not None and where != self.where and not self.done.is_set():
+            if self.on and where and where != self.where and name == self.name:  # else enter() wrote a newer one
                 self.where = where
-                self._write()
+                self.flush()
+        return False
 
-    def _write(self):
-        d = {"v": 1, "phase": self.name, "t": round(time.time(), 3), "since": round(self.since, 3)}
-        if self.where:
-            d["where"] = self.where
-        if self.detail:
-            d["detail"] = self.detail
-        data = json.dumps(d, separators=(",", ":")).encode()
-        try:
-            os.pwrite(self.fd, data, 0)
-            if len(data) < self.size:
-                os.ftruncate(self.fd, len(data))
-            self.size = len(data)
-        except OSError as exc:
-            self._off(f"cannot write: {exc.strerror or exc}")
+    def flush(self):  # under the lock
+        _write(self.path, _line(self.name, time.time(), self.since, self.where, self.detail))
+
+    def finished(self):
+        """The looker's end: `serving`, the first progress reported, or `stepping` with no progress capture."""
+        if self.name == "serving" or not self.on or os.getpid() != self.pid:
+            return True
+        captures = [cap for name in _PROGRESS for cap in getattr(sys.modules.get(name), "_capture", ())
+                    if getattr(cap, "on", False)]
+        if any(getattr(cap, "step", 0) for cap in captures):
+            return True  # its supervisor says `training` now
+        return self.name == "stepping" and not captures
 
 
 def _library_dirs():
-    dirs = {_HERE, os.path.dirname(_HERE)}  # the shim's directory and the tf_for_slurm package
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        try:
-            dirs.add(os.path.realpath(sysconfig.get_paths()[key]))
-        except (KeyError, OSError):
-            pass
-    return tuple(d + os.sep for d in dirs if d)
+    """The standard library's folders, the shim's and tf_for_slurm's (on first use: sysconfig costs ~2 ms)."""
+    import sysconfig
+
+    dirs = {_HERE, os.path.dirname(_HERE)}
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib"):
+        if paths.get(key):
+            dirs.add(os.path.realpath(paths[key]))
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
 
 
-_LIBRARY = _library_dirs()
+_LIBRARY = []
+_GENERATED = "__autograph_generated_file"  # tf.function's rewrite of a function, in a temporary folder
+_USERS = {}  # file name -> whether it is the user's code (cached: the looker walks the stack every 2 s)
 
 
 def _users(filename):
-    if filename.startswith("<frozen") or "site-packages" in filename or "dist-packages" in filename:
-        return False
-    if filename.startswith("<"):  # python -c, stdin: the user's own
-        return True
-    return not os.path.realpath(filename).startswith(_LIBRARY)
+    known = _USERS.get(filename)
+    if known is None:
+        if not _LIBRARY:
+            _LIBRARY.append(_library_dirs())
+        parts = filename.split(os.sep)
+        known = not (filename.startswith(("<frozen", "<string>")) or "site-packages" in parts
+                     or "dist-packages" in parts or parts[-1].startswith(_GENERATED)
+                     or os.path.realpath(filename).startswith(_LIBRARY[0]))
+        if len(_USERS) < 10000:
+            _USERS[filename] = known
+    return known
 
 
 def user_frame():
     """'train.py:41 in load_data': the innermost frame of the user's code in the main thread ('' if none)."""
     frame = sys._current_frames().get(threading.main_thread().ident)
     while frame is not None:
-        code = frame.f_code
-        if _users(code.co_filename):
-            return f"{os.path.basename(code.co_filename)}:{frame.f_lineno} in {code.co_name}"[:MAX_WHERE]
+        code, module = frame.f_code, frame.f_globals.get("__name__")
+        if _users(code.co_filename) and not (isinstance(module, str) and module.startswith("tf_for_slurm")):
+            where = f"{os.path.basename(code.co_filename)}:{frame.f_lineno} in {code.co_name}"
+            return "".join(c if c.isprintable() else "?" for c in where)[:MAX_WHERE]
         frame = frame.f_back
     return ""
 
 
 def _looker(phase):
-    while not phase.done.wait(WHERE_EVERY):
+    while True:
+        time.sleep(WHERE_EVERY)
         try:
-            phase.look()
+            if phase.look():
+                return
         except Exception as exc:  # never break the program for a convenience
-            phase._off(f"{type(exc).__name__}: {exc}")
+            return phase.fail(exc)
 
 
-def _around(cls, method, before, after=None, inherited=False):
-    """Wrap cls.method (`inherited`: also one it inherits, wrapped on cls alone): phase `before` (name, detail)
-    as it starts, `after` as it returns; once patched.  A class or method this TensorFlow does not have is left
-    alone (the phase is then not said)."""
+def _around(cls, method, before, after=None, once=False, inherited=False):
+    """Wrap cls.method: phase `before` (name, detail) as it starts, `after` as it returns.  With `once`, the first
+    call puts TensorFlow's method back (a per-step method costs nothing afterwards).  `inherited`: a method cls
+    inherits, wrapped on cls alone.  A class or method this TensorFlow does not have is left alone: that phase is
+    then not said."""
     inner = None if cls is None else (getattr(cls, method, None) if inherited else cls.__dict__.get(method))
     if inner is None or getattr(inner, _MARK, False):
         return
@@ -160,6 +218,11 @@ def _around(cls, method, before, after=None, inherited=False):
 
     @functools.wraps(inner)
     def wrapper(*args, **kwargs):
+        if once and cls.__dict__.get(method) is wrapper:
+            if inherited:
+                delattr(cls, method)
+            else:
+                setattr(cls, method, inner)
         phase.enter(*before)
         result = inner(*args, **kwargs)
         if after is not None:
@@ -170,34 +233,8 @@ def _around(cls, method, before, after=None, inherited=False):
     setattr(cls, method, wrapper)
 
 
-def _patch_server(module):
-    _around(getattr(module, "Server", None), "start", ("server",))
-    _around(getattr(module, "Server", None), "join", ("serving", "Server.join()"))
-
-
-def _patch_mwms(module):
-    """Its server starts and the workers meet (the coordination service's start, else the health check's
-    barrier) inside _initialize_multi_worker; the first collective after is the broadcast of the first
-    variable's initial value, which waits for every worker (a worker that stalls after the strategy)."""
-    ext = getattr(module, "CollectiveAllReduceExtended", None)
-    _around(ext, "_initialize_multi_worker", ("waiting", "MultiWorkerMirroredStrategy's start barrier"), ("ready",))
-    _around(ext, "_create_variable", ("stepping", "its first collective (its variables)"), inherited=True)
-
-
-def _patch_pss(module):
-    _around(getattr(module, "ParameterServerStrategyV2", None), "_connect_to_cluster", ("waiting", "connecting to its ps and workers"),
-            ("ready",))
-
-
-def _patch_sessions(module):
-    manager = getattr(module, "SessionManager", None)
-    _around(manager, "wait_for_session", ("waiting", "the chief's session"), ("ready",))
-    _around(manager, "prepare_session", ("waiting", "creating its session (the ps must answer)"),
-            ("ready",))
-
-
-def _patch_first(module, cls, method, detail="its first step"):
-    _around(getattr(module, cls, None), method, ("stepping", detail))
+def _patch(cls_name, method, before, after=None, once=False, inherited=False):
+    return lambda module: _around(getattr(module, cls_name, None), method, before, after, once, inherited)
 
 
 def install(path):
@@ -206,17 +243,35 @@ def install(path):
         return
     phase = _Phase(path)
     _phase.append(phase)
-    if phase.fd is None:
-        return
-    with phase.lock:
-        phase._write()
+    try:
+        with phase.lock:
+            phase.flush()
+    except Exception as exc:
+        return phase.fail(exc)
     threading.Thread(target=_looker, args=(phase,), name="tf_slurm_start_phase", daemon=True).start()
-    when_imported("tensorflow", lambda module: phase.enter("imported"), _WHAT)
-    when_imported(_SERVER, _patch_server, _WHAT)
-    when_imported(_CDS, _patch_mwms, _WHAT)
-    when_imported(_PSS, _patch_pss, _WHAT)
-    when_imported(_SESSIONS, _patch_sessions, _WHAT)
-    when_imported(_MONITORED, lambda module: _patch_first(module, "_MonitoredSession", "run"), _WHAT)
-    when_imported(_COORDINATOR, lambda module: _patch_first(module, "ClusterCoordinator", "schedule"), _WHAT)
-    for name in _CALLBACKS:  # Keras 3's package re-exports callback_list's class: patched once
-        when_imported(name, lambda module: _patch_first(module, "CallbackList", "on_train_begin"), _WHAT)
+    patches = [("tensorflow", lambda module: phase.enter("imported")),
+               ("tensorflow.python.training.server_lib", _patch("Server", "start", ("server",))),
+               ("tensorflow.python.training.server_lib", _patch("Server", "join", ("serving", JOIN))),
+               ("tensorflow.python.distribute.collective_all_reduce_strategy",
+                _patch("CollectiveAllReduceExtended", "_initialize_multi_worker", ("waiting", BARRIER), ("ready",))),
+               # MWMS's first collective after its start: the first variable's initial value, broadcast from
+               # worker 0, which every worker must receive (a worker that stalls after building the strategy)
+               ("tensorflow.python.distribute.collective_all_reduce_strategy",
+                _patch("CollectiveAllReduceExtended", "_create_variable", ("stepping", VARIABLES), once=True,
+                       inherited=True)),
+               ("tensorflow.python.distribute.parameter_server_strategy_v2",
+                _patch("ParameterServerStrategyV2", "_connect_to_cluster", ("waiting", CLUSTER), ("ready",))),
+               ("tensorflow.python.training.session_manager",
+                _patch("SessionManager", "wait_for_session", ("waiting", CHIEF), ("ready",))),
+               ("tensorflow.python.training.session_manager",
+                _patch("SessionManager", "prepare_session", ("waiting", SESSION), ("ready",))),
+               ("tensorflow.python.training.monitored_session",
+                _patch("_MonitoredSession", "run", ("stepping", FIRST), once=True)),
+               ("tensorflow.python.distribute.coordinator.cluster_coordinator",
+                _patch("ClusterCoordinator", "schedule", ("stepping", FIRST), once=True)),
+               ("tensorflow.python.distribute.distribute_lib", _patch("StrategyBase", "run", ("stepping", FIRST),
+                                                                       once=True))]
+    # Keras 3's package re-exports callback_list's class: patched once (the mark)
+    patches += [(name, _patch("CallbackList", "on_train_begin", ("stepping", FIRST))) for name in _CALLBACKS]
+    for module, patch in patches:
+        when_imported(module, patch, _WHAT)
