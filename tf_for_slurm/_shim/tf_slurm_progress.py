@@ -37,16 +37,16 @@ import atexit
 import functools
 import json
 import math
-import os
-import stat
 import sys
 import threading
 import time
 import weakref
 
 try:  # in-process, as tf_for_slurm._shim.tf_slurm_progress
+    from .tf_slurm_line_file import write_line
     from .tf_slurm_when_imported import when_imported
 except ImportError:  # from the shim directory on PYTHONPATH (tf-slurm exec)
+    from tf_slurm_line_file import write_line  # type: ignore[no-redef]
     from tf_slurm_when_imported import when_imported  # type: ignore[no-redef]
 
 WRITE_EVERY = 0.5  # s between writes of the file
@@ -82,21 +82,8 @@ def install(path):
 
 
 def _write(path, data):
-    """Replace the file's content by `data` (bytes) in place; nothing when the file is missing."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:  # no supervisor watches (any more): nothing to tell
-        return
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        if len(data) < st.st_size <= MAX_LINE:  # the whole old line overwritten in one write
-            data = data[:-1] + b" " * (st.st_size - len(data)) + b"\n"
-        os.pwrite(fd, data, 0)
-        os.ftruncate(fd, len(data))
-    finally:
-        os.close(fd)
+    """Replace the file's line by `data` in place (tf_slurm_line_file)."""
+    write_line(path, data, MAX_LINE)
 
 
 def _as_float(value, sync):

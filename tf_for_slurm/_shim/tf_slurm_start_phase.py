@@ -34,14 +34,15 @@ off with one line on stderr; the program goes on.
 import functools
 import json
 import os
-import stat
 import sys
 import threading
 import time
 
 try:  # in-process, as tf_for_slurm._shim.tf_slurm_start_phase
+    from .tf_slurm_line_file import write_line
     from .tf_slurm_when_imported import when_imported
 except ImportError:  # from the shim directory on PYTHONPATH (tf-slurm exec)
+    from tf_slurm_line_file import write_line  # type: ignore[no-redef]
     from tf_slurm_when_imported import when_imported  # type: ignore[no-redef]
 
 WHERE_EVERY = 2.0  # s between looks at the main thread's frame
@@ -67,26 +68,8 @@ _phase = []  # the one _Phase of this process
 
 
 def _write(path, data):
-    """Replace the file's content by `data` (bytes) in place; nothing when the file is missing."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:  # no supervisor watches (any more): nothing to tell
-        return
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        if len(data) < st.st_size <= MAX_BYTES:  # the whole old line overwritten in one write
-            data = data[:-1] + b" " * (st.st_size - len(data)) + b"\n"
-        os.pwrite(fd, data, 0)
-        os.ftruncate(fd, len(data))
-        try:
-            now = time.time_ns()
-            os.utime(fd, ns=(now, now))
-        except OSError:  # not the file's owner: the kernel's mtime it is
-            pass
-    finally:
-        os.close(fd)
+    """Replace the file's line by `data` in place (tf_slurm_line_file)."""
+    write_line(path, data, MAX_BYTES)
 
 
 def _line(name, t, since, where, detail):

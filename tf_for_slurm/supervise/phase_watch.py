@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from typing import Optional
 
 from tf_for_slurm.plan.start_phase import MAX_PHASE_BYTES, Phase, parse_phase
 from tf_for_slurm.supervise.child_process import LOGGER
+from tf_for_slurm.supervise.progress_watch import ours, read_own
 
 log = logging.getLogger(LOGGER)
 
 LOOK_EVERY = 1.0  # seconds between looks (phases change a few times a run; `where` every 2 s at most)
-
-
-def _ours(st: os.stat_result) -> bool:
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
 
 
 class PhaseWatch:
@@ -46,7 +42,7 @@ class PhaseWatch:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
             try:
-                if not _ours(os.fstat(fd)):
+                if not ours(os.fstat(fd)):
                     raise OSError(0, "not a regular file of ours")
                 os.ftruncate(fd, 0)
                 os.utime(fd, ns=(0, 0))  # a write in this clock tick still shows as a change
@@ -67,7 +63,7 @@ class PhaseWatch:
             st = os.lstat(self.path)
         except OSError:
             return
-        if not _ours(st) or st.st_mtime_ns == self._seen:
+        if not ours(st) or st.st_mtime_ns == self._seen:
             return
         self._seen = st.st_mtime_ns
         phase = self._read()
@@ -76,18 +72,7 @@ class PhaseWatch:
 
     def _read(self) -> Optional[Phase]:
         assert self.path is not None
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            if not _ours(os.fstat(fd)):
-                return None
-            data = os.read(fd, MAX_PHASE_BYTES + 1)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
+        data = read_own(self.path, MAX_PHASE_BYTES)
         return parse_phase(data.decode("utf-8", "replace")) if data else None
 
     def take(self) -> Optional[Phase]:

@@ -33,9 +33,23 @@ def process_state(pid: int) -> str:
         return ""
 
 
-def _ours(st: os.stat_result) -> bool:
-    """Whether a progress file counts: a regular file (not a symlink) of this user."""
+def ours(st: os.stat_result) -> bool:
+    """Whether a file a task writes for its supervisor counts: a regular file (not a symlink) of this user."""
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+
+
+def read_own(path: str, limit: int) -> Optional[bytes]:
+    """At most limit + 1 bytes of `path` if it is a regular file of ours (no symlink followed), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit + 1) if ours(os.fstat(fd)) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class ProgressWatch:
@@ -75,7 +89,7 @@ class ProgressWatch:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
             try:
-                if not _ours(os.fstat(fd)):
+                if not ours(os.fstat(fd)):
                     raise OSError(0, "not a regular file of ours")
                 # an mtime no touch can give: a report in the same clock tick as this start still shows
                 os.utime(fd, ns=(0, 0))
@@ -101,7 +115,7 @@ class ProgressWatch:
             mtime: Optional[int]
             try:
                 st = os.lstat(self.path)
-                mtime = st.st_mtime_ns if _ours(st) else self._seen
+                mtime = st.st_mtime_ns if ours(st) else self._seen
             except OSError:
                 mtime = self._seen
             if mtime != self._seen:
@@ -118,18 +132,7 @@ class ProgressWatch:
         """The file's report (one JSON line), None when it holds none: `report_progress()` only
         touches it.  No symlink followed, only a regular file of ours, at most MAX_REPORT_BYTES."""
         assert self.path is not None
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            if not _ours(os.fstat(fd)):
-                return None
-            data = os.read(fd, MAX_REPORT_BYTES + 1)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
+        data = read_own(self.path, MAX_REPORT_BYTES)
         return parse_report(data.decode("utf-8", "replace")) if data else None
 
     def last_look(self) -> None:
@@ -141,7 +144,7 @@ class ProgressWatch:
             st = os.lstat(self.path)
         except OSError:
             return
-        if _ours(st) and st.st_mtime_ns != self._baseline:
+        if ours(st) and st.st_mtime_ns != self._baseline:
             self._seen = st.st_mtime_ns
             self.report = self._read() or self.report
 
