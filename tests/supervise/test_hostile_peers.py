@@ -64,9 +64,8 @@ def run_step(logs: Path, late: int, mode: Optional[str] = None) -> dict:
     (started before any task; `fakehub` holds the hub's port for its first second)."""
     logs.mkdir(parents=True, exist_ok=True)
     envs = task_envs(3)
-    if mode == "fakehub":  # the check before the command would hold the spokes until the late chief starts
-        for env in envs:
-            env["TF_SLURM_PREFLIGHT"] = "0"
+    for env in envs:  # the hub's channel alone: the check before the command has its own attacker tests
+        env["TF_SLURM_PREFLIGHT"] = "0"  # (test_preflight_sockets.py); with it, the fake hub never meets a spoke
     plan = plan_from_env(envs[0], check=False)
     port, tag = plan.tasks[0].aux_port, f"{plan.job_id}.{plan.step_id}"
     evil = None
