@@ -7,6 +7,7 @@ not ended (a slow but healthy start).  The job runs in the one_minute_jobs batch
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -24,13 +25,13 @@ def test_a_late_worker_is_named_and_the_job_completes(one_minute_jobs):
     start = entry.get("start")
     assert start, f"the wait was never named: {logs}"
     line = start["line"]
-    assert "worker 0 (rank 0, node1) has waited" in line and "for its peers in " in line, line
-    assert "waiting for worker 1 (rank 1, node2): starting (TensorFlow not imported), at mwms_slow_start.py:" in line
-    assert line.endswith(" in load_data"), line
+    assert re.search(r"worker 0 \(rank 0, node\d\) has waited \d+ s for its peers in MultiWorkerMirroredStrategy's "
+                     r"start barrier; waiting for worker 1 \(rank 1, node\d\): starting \(TensorFlow not imported\), "
+                     r"at mwms_slow_start\.py:\d+ in load_data$", line), line
     assert start["phases"]["0"]["phase"] == "waiting" and start["laggards"] == [1], start
     assert 5 <= start["waited"] < 60, start  # named once past the bound (a look a second, a status write in 5 s)
     shown = str(entry["shown"])
-    assert "start-up: no training step: worker 0 (rank 0, node1) has waited" in shown, shown
+    assert "start-up: no training step: worker 0 (rank 0, node" in shown, shown
     assert "waiting for worker 1" in shown, shown
     final = json.loads((folder / "status.json").read_text())
     assert final["status"] == 0 and "start" not in final, final

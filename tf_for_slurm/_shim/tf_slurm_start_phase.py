@@ -137,7 +137,7 @@ class _Phase:
 
 
 def _library_dirs():
-    """The standard library's folders, the shim's and tf_for_slurm's (on first use: sysconfig costs ~2 ms)."""
+    """The standard library's folders, the shim's and tf_for_slurm's (sysconfig costs ~2 ms)."""
     import sysconfig
 
     dirs = {_HERE, os.path.dirname(_HERE)}
@@ -156,7 +156,7 @@ _USERS = {}  # file name -> whether it is the user's code (cached: the looker wa
 def _users(filename):
     known = _USERS.get(filename)
     if known is None:
-        if not _LIBRARY:
+        if not _LIBRARY:  # (install fills it before the looker starts)
             _LIBRARY.append(_library_dirs())
         parts = filename.split(os.sep)
         known = not (filename.startswith(("<frozen", "<string>")) or "site-packages" in parts
@@ -231,6 +231,11 @@ def install(path):
             phase.flush()
     except Exception as exc:
         return phase.fail(exc)
+    # the library's folders now, in the main thread: sysconfig fills its config once, not thread-safely, and
+    # `import tensorflow` reads it (a first fill from the looker thread at that moment broke the import:
+    # AttributeError 'userbase' inside sysconfig)
+    if not _LIBRARY:
+        _LIBRARY.append(_library_dirs())
     threading.Thread(target=_looker, args=(phase,), name="tf_slurm_start_phase", daemon=True).start()
     patches = [("tensorflow", lambda module: phase.enter("imported")),
                ("tensorflow.python.training.server_lib", _patch("Server", "start", ("server",))),
