@@ -257,7 +257,9 @@ def test_without_a_launcher_every_task_ends_in_time_with_one_line_and_no_command
 @pytest.mark.procs
 def test_a_healthy_local_step_runs_its_command_after_a_quick_check(tmp_path):
     t0 = time.monotonic()
-    r = subprocess.run([PY, "-m", "tf_for_slurm", "local", "-n", "4", "--nodes", "2", "--", "sh", "-c",
+    # no ps: every task is a trainer the step waits for (a ps is ended once training is over, maybe before
+    # its command ran: its file would say nothing of the check)
+    r = subprocess.run([PY, "-m", "tf_for_slurm", "local", "-n", "4", "--nodes", "2", "--ps", "0", "--", "sh", "-c",
                         f"touch {tmp_path}/ran.$SLURM_PROCID"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=60, env={**os.environ, "TF_SLURM_LOG_LEVEL": "INFO"})
     assert r.returncode == 0, r.stderr
