@@ -20,7 +20,11 @@ from typing import Any, Dict, Iterable, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "slurm"))
 
-SCENARIOS = {"away": "away_job"}  # the fixture whose result it is -> its module in tests/slurm (`run(cluster, tmp)`)
+# the fixture whose result it is -> its module in tests/slurm (`run(cluster, tmp)`).  Empty for now: run beside
+# the TensorFlow tests, the `away` scenario's slurmd restart and requeue once left its node drained ("Kill task
+# failed": the step's processes did not die within Slurm's UnkillableStepTimeout on the loaded machine), and
+# every later Slurm test needing that node failed; until that is made safe, it runs in its own fixture again.
+SCENARIOS: Dict[str, str] = {}  # e.g. {"away": "away_job"}
 WAIT_S = 900.0  # the longest a test waits for a scenario (each bounds its own waits far below)
 
 
