@@ -4,17 +4,22 @@
 # 3-node cluster started by the tests' own harness). Arguments go to pytest, e.g.
 #   bash scripts/test.sh -m "not slurm and not tf"      (the fast subset)
 #
-# The full command (no arguments): the tests that are neither `tf` nor `slurm` side by side, the `tf`
-# and `slurm` tests one at a time, then the old-TF pass; each part's seconds are printed at the end.
-# (TEST_WORKERS=2 runs the second part as two lanes, the Slurm tests beside one TensorFlow test at a
-# time after the time-limited Slurm jobs, tests/alone.py: 1110-1212 s on fresh clones against about
-# 1320 s, but a TensorFlow test's 5 s bound was missed once beside the Slurm jobs: not the default.)
-# (Tried: the old-TF pass beside the Slurm jobs that wait on 1-minute limits took 432 s with them in
-# CI, about 46 s less than the two measured apart, but those jobs then needed more requeues, the
-# preemption job 157 s instead of 95: not worth the risk.)
+# The full command (no arguments) runs in two lanes, two pytest processes at once (tests/alone.py):
+#   the slurm lane:  the `slurm` tests one at a time on the local cluster, the time-limited jobs
+#                    first (1-minute allocations that must checkpoint, requeue and resume, and the
+#                    scenario that restarts a slurmd and stops the controller); then the old-TF pass;
+#   the main lane:   meanwhile, the tests that are neither `tf` nor `slurm` side by side, at a lower
+#                    CPU priority (nice), so that the time-limited jobs' TensorFlow start-ups keep the
+#                    cores they need; then the `tf` tests one at a time, in a network of their own,
+#                    each waiting until the time-limited jobs are done.
+# The Slurm tests mostly wait on Slurm (the requeue jobs kept 42% of the 2 cores busy over their 3
+# minutes), so the lanes fill each other's waits: one part after another took about 31 minutes on a
+# fresh clone. The slurm lane's output comes when both lanes ended; each part's seconds at the end.
+# (Tried: the old-TF pass beside the Slurm jobs that wait on 1-minute limits, at the same priority:
+# those jobs then needed more requeues, the preemption job 157 s instead of 95.)
 #
-# The old-TF pass: after that run, the TensorFlow tests (-m "tf and not slurm") run again against
-# the oldest TensorFlow we support (2.15.1, tf-keras 2.15.1) in a venv of their own (OLD_TF_VENV,
+# The old-TF pass: after the Slurm tests (or after the given tests), the TensorFlow tests (-m "tf
+# and not slurm") run again against the oldest TensorFlow we support (2.15.1, tf-keras 2.15.1) in a venv of their own (OLD_TF_VENV,
 # default .venv-tf2.15, made by `scripts/setup.sh --old-tf`); their subprocesses use that venv's
 # python (the tests start sys.executable). It runs when no arguments are given, so the fast subset
 # and any run that picks tests stay as they were: OLD_TF_TESTS=1 runs it anyway (the given
@@ -22,7 +27,7 @@
 # listed below (each tests our supervision, the same on any TensorFlow; the TensorFlow calls they
 # make are in the tests that stay): about 30 of the 75 tests, about 3 minutes on 2 cores (40 took
 # 4 min), where all take 16. OLD_TF_TESTS=all runs all of them.
-# The exit status is the worse of the two runs.
+# The exit status is the worst of the parts'.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case ${OLD_TF_TESTS:-} in
@@ -92,30 +97,61 @@ echo "test.sh: ruff, mypy, lint-imports" >&2
 "$venv/bin/mypy" --no-error-summary
 "$venv/bin/lint-imports" --no-cache >/dev/null || "$venv/bin/lint-imports" --no-cache
 took checks
+# the old-TF pass (see the top): its status is the function's; a missing venv is a warning
+old_tf_pass() {
+  if [[ ! -x $old_venv/bin/python ]]; then
+    echo "test.sh: WARNING: the old-TF pass did not run: no $old_venv (see scripts/setup.sh's warning)" >&2
+    return 0
+  fi
+  echo "test.sh: the old-TF pass: -m 'tf and not slurm' with $("$old_venv/bin/python" -c \
+    'import importlib.metadata as m; print("TensorFlow", m.version("tensorflow-cpu"))') ($old_venv)" >&2
+  local rc=0
+  "$old_venv/bin/python" -m pytest -ra "$@" -m "tf and not slurm" ${old_tf_args[@]+"${old_tf_args[@]}"} || rc=$?
+  echo "test.sh: the old-TF pass ended with status $rc" >&2
+  if ((rc == 5 && $# > 0)); then rc=0; fi  # no `tf` test among the given arguments
+  return "$rc"
+}
 status=0
-if (($# == 0)); then  # the full command: side by side, then the `tf` and `slurm` tests one at a time
-  "$venv/bin/python" -m pytest -ra --full -m "not tf and not slurm" || status=$?
-  took "side by side"
-  one=0
-  "$venv/bin/python" -m pytest -ra --full --durations=80 -m "tf or slurm" || one=$?
-  took "one at a time"
-  if ((one > status)); then status=$one; fi
+if (($# == 0)); then  # the full command: the two lanes (see the top)
+  lanes=$(mktemp -d -t tf_slurm_lanes.XXXXXX)  # private (0700): the window's marks, the slurm lane's log
+  mkdir -m 700 "$lanes/window"
+  export TF_SLURM_TESTS_WINDOW="$lanes/window"  # tests/alone.py: only the lanes' pytest runs use it
+  (
+    SECONDS=0
+    rc=0
+    TF_SLURM_TESTS_LANE=slurm "$venv/bin/python" -m pytest -ra --full --durations=40 -m slurm || rc=$?
+    touch "$lanes/window/first-part-done"  # however it ended, the tf lane waits no more (tests/alone.py)
+    slurm_s=$SECONDS
+    old_rc=0
+    if ((old_tf)); then TF_SLURM_TESTS_LANE=tf old_tf_pass || old_rc=$?; fi
+    echo "$rc $slurm_s $old_rc $((SECONDS - slurm_s))" >"$lanes/status"
+  ) >"$lanes/slurm.log" 2>&1 &
+  slurm_lane=$!
+  trap 'trap - INT TERM; kill 0' INT TERM  # stopped: the slurm lane too
+  echo "test.sh: the slurm lane (then the old-TF pass) runs in the background; its output comes at the end" >&2
+  TF_SLURM_TESTS_WINDOW= nice -n 10 "$venv/bin/python" -m pytest -ra --full -m "not tf and not slurm" || status=$?
+  took "side by side (beside the slurm lane)"
+  rc=0
+  TF_SLURM_TESTS_LANE=tf "$venv/bin/python" -m pytest -ra --full --durations=40 -m "tf and not slurm" || rc=$?
+  took "tf lane"
+  if ((rc > status)); then status=$rc; fi
+  wait "$slurm_lane" || true
+  took "waiting for the slurm lane"
+  echo "test.sh: ===== the slurm lane's output, then the old-TF pass's =====" >&2
+  cat "$lanes/slurm.log" >&2 || true
+  read -r rc slurm_s old_rc old_s <"$lanes/status" || { rc=1 slurm_s=? old_rc=0 old_s=?; }
+  echo "test.sh: the slurm lane ended with status $rc after $slurm_s s, the old-TF pass with $old_rc after $old_s s" >&2
+  times+=("(slurm lane $slurm_s s, then old TF $old_s s)")
+  for r in "$rc" "$old_rc"; do if ((r > status)); then status=$r; fi; done
+  rm -rf "$lanes"
 else
   "$venv/bin/python" -m pytest -ra "$@" || status=$?
   took pytest
-fi
-if ((old_tf)); then
-  if [[ -x $old_venv/bin/python ]]; then
-    echo "test.sh: the old-TF pass: -m 'tf and not slurm' with $("$old_venv/bin/python" -c \
-      'import importlib.metadata as m; print("TensorFlow", m.version("tensorflow-cpu"))') ($old_venv)" >&2
-    old_status=0
-    "$old_venv/bin/python" -m pytest -ra "$@" -m "tf and not slurm" ${old_tf_args[@]+"${old_tf_args[@]}"} || old_status=$?
-    echo "test.sh: the old-TF pass ended with status $old_status" >&2
+  if ((old_tf)); then
+    rc=0
+    old_tf_pass "$@" || rc=$?
     took "old TF"
-    if ((old_status == 5 && $# > 0)); then old_status=0; fi  # no `tf` test among the given arguments
-    if ((old_status > status)); then status=$old_status; fi
-  else
-    echo "test.sh: WARNING: the old-TF pass did not run: no $old_venv (see scripts/setup.sh's warning)" >&2
+    if ((rc > status)); then status=$rc; fi
   fi
 fi
 echo "test.sh: $(( $(date +%s) - started )) s in all: $(IFS=,; echo "${times[*]}" | sed 's/,/, /g')" >&2

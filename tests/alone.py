@@ -14,7 +14,14 @@ and a run that trains nothing is a failed job.  So:
 - a worker about to start any other test waits while the window is held and, when the run has such
   tests, until they are done (`wait_for_the_window`, tests/conftest.py's runtest hook): the
   TensorFlow tests start after the time-limited jobs, not beside their first runs.
-  At most MAX_WAIT s (a worker that crashed: go on, say so).
+  At most MAX_WAIT s (a worker that crashed: go on, say so, and mark the first part done so that no
+  later test waits again).
+
+The full command (scripts/test.sh) runs the same rule across two pytest processes, its lanes
+(LANE_ENV): the `slurm` lane runs the Slurm tests, the time-limited jobs first, and says when they
+are done; the `tf` lane (the TensorFlow tests, then the old-TF pass) waits for that before each test.
+The script names the shared window in WINDOW_ENV and marks the first part done itself once the
+Slurm lane ended, however it ended.
 
 The window's folder is made private (0700) by the run's controller (tests/conftest.py), named in
 WINDOW_ENV for its workers: no other user can open or hold it.  Outside xdist nothing waits.
@@ -29,6 +36,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 WINDOW_ENV = "TF_SLURM_TESTS_WINDOW"
+LANE_ENV = "TF_SLURM_TESTS_LANE"  # scripts/test.sh's lanes: "slurm" or "tf" (see above)
 MAX_WAIT = 900.0  # s a test waits for the window (its holder crashed: go on, say so)
 HOLD = "hold."  # a holder's mark: hold.NAME.PID
 DONE = "first-part-done"  # the time-limited jobs' tests all ended
@@ -48,6 +56,11 @@ def alone(name: str) -> Iterator[None]:
         yield
     finally:
         os.unlink(mark)
+
+
+def lane() -> str:
+    """This process's lane of the full command ("slurm", "tf"), or "" outside one."""
+    return os.environ.get(LANE_ENV, "")
 
 
 def first_part_done() -> None:
@@ -73,6 +86,8 @@ def wait_for_the_window(what: str, first_part: bool = False) -> float:
     while _blocked(folder, first_part):
         if time.monotonic() - start > MAX_WAIT:
             sys.stderr.write(f"alone: {what} waited {MAX_WAIT:.0f} s for {os.listdir(folder)}: going on\n")
+            if first_part:
+                first_part_done()
             break
         time.sleep(0.5)
     return time.monotonic() - start

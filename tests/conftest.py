@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import netns  # noqa: E402  (tests/netns.py, found through the line above)
-from alone import DONE, WINDOW_ENV, first_part_done, wait_for_the_window  # noqa: E402  (tests/alone.py)
+from alone import DONE, LANE_ENV, WINDOW_ENV, first_part_done, wait_for_the_window  # noqa: E402  (tests/alone.py)
 from side_by_side import workers_for  # noqa: E402  (tests/side_by_side.py)
 
 import background_slurm  # noqa: E402  (tests/background_slurm.py)
@@ -66,27 +66,36 @@ def pytest_xdist_auto_num_workers(config):
     return workers_for(config.getoption("markexpr") or "", dict(os.environ), len(os.sched_getaffinity(0)))
 
 
-# fixtures whose time-limited Slurm jobs hold tests/alone.py's window: their tests go first in the Slurm group
-ALONE_FIXTURES = {"one_minute_jobs", "requeued"}
+# fixtures whose time-limited Slurm jobs hold tests/alone.py's window: their tests go first in the Slurm group,
+# and with them the `away` scenario (a slurmd restarted under a task, the controller stopped): beside the
+# TensorFlow tests its step's processes once outlived Slurm's UnkillableStepTimeout and drained the node
+ALONE_FIXTURES = {"one_minute_jobs", "requeued", "away"}
+
+# this process's lane of the full command (scripts/test.sh, tests/alone.py): "slurm", "tf" or "" (none);
+# taken out of the environment, so that a pytest run inside a test is in no lane
+LANE = os.environ.pop(LANE_ENV, "")
 
 
 def pytest_configure(config):
     """Under pytest-xdist (`workers_for`), each worker gets a network of its own
     (tests/netns.py), so two tests at once never meet on a port. The run's controller makes the
-    private folder of tests/alone.py's window, which its workers inherit."""
-    if not hasattr(config, "workerinput"):  # its own, also in a pytest run inside a test
-        os.environ[WINDOW_ENV] = tempfile.mkdtemp(prefix="tf_slurm_window.")
-    if hasattr(config, "workerinput"):
+    private folder of tests/alone.py's window, which its workers inherit; a lane of the full command
+    uses the window scripts/test.sh gives it, and the `tf` lane gets a network of its own too."""
+    if not hasattr(config, "workerinput") and not (LANE and os.environ.get(WINDOW_ENV)):
+        os.environ[WINDOW_ENV] = tempfile.mkdtemp(prefix="tf_slurm_window.")  # also in a pytest run in a test
+        config.own_window = True
+    if hasattr(config, "workerinput") or LANE == "tf":
         why = netns.make_own()
         if why:
-            sys.stderr.write(f"conftest: WARNING: worker {config.workerinput['workerid']} shares the machine's "
-                             f"network ({why}): tests side by side may collide on ports\n")
+            who = f"worker {config.workerinput['workerid']}" if hasattr(config, "workerinput") else "the tf lane"
+            sys.stderr.write(f"conftest: WARNING: {who} shares the machine's network ({why}): tests side by "
+                             f"side may collide on ports\n")
 
 
 def pytest_unconfigure(config):
     """The controller removes the window's folder it made (a holder that crashed left a mark: kept)."""
     folder = os.environ.get(WINDOW_ENV)
-    if folder and not hasattr(config, "workerinput"):
+    if folder and getattr(config, "own_window", False):
         try:
             os.unlink(os.path.join(folder, DONE))
         except OSError:
@@ -101,10 +110,11 @@ def pytest_unconfigure(config):
 def pytest_runtest_protocol(item, nextitem):
     """HOST_NETWORK tests (their fixtures too) run in the machine's network; the others in the worker's.
     Side by side, a test that is not a Slurm test waits until the Slurm tests' time-limited jobs are
-    done (tests/alone.py); the worker that ran the last of those says so."""
+    done (tests/alone.py); the worker that ran the last of those says so. The same across the full
+    command's lanes: the `tf` lane's tests wait, the `slurm` lane says when."""
     side_by_side = hasattr(item.config, "workerinput")
-    if side_by_side and item.get_closest_marker("slurm") is None:
-        wait_for_the_window(item.nodeid, first_part=bool(getattr(item.config, "alone_tests", ())))
+    if (side_by_side and item.get_closest_marker("slurm") is None) or LANE == "tf":
+        wait_for_the_window(item.nodeid, first_part=LANE == "tf" or bool(getattr(item.config, "alone_tests", ())))
     if item.get_closest_marker("slurm") is not None and not background_slurm.SCENARIOS.keys() & set(
             getattr(item, "fixturenames", ())):
         background_slurm.wait_all()  # no Slurm test while a background scenario may stop the controller
@@ -114,13 +124,14 @@ def pytest_runtest_protocol(item, nextitem):
     finally:
         if host:
             netns.enter_own()
-        if side_by_side and getattr(item.config, "alone_tests", ())[-1:] == [item.nodeid]:
+        if (side_by_side or LANE == "slurm") and getattr(item.config, "alone_tests", ())[-1:] == [item.nodeid]:
             first_part_done()
 
 
 def pytest_sessionfinish(session):
-    """A worker at its end: whatever it ran is over (a time-limited test it never ran frees the others)."""
-    if hasattr(session.config, "workerinput"):
+    """A worker (or the `slurm` lane) at its end: whatever it ran is over (a time-limited test it never
+    ran frees the others)."""
+    if hasattr(session.config, "workerinput") or LANE == "slurm":
         first_part_done()
 
 
@@ -133,25 +144,27 @@ def pytest_collection_modifyitems(config, items):
     other implementation runs (a wrapper): xdist's turns the marks into node ids. In the Slurm group,
     the tests of the time-limited jobs (ALONE_FIXTURES) go first: until they are done no other test
     starts (tests/alone.py), and after them the other worker's tests overlap the rest. Then the
-    FULL_ONLY markers' rule.  In one process, when a selected test uses a background scenario
+    FULL_ONLY markers' rule.  The full command's `slurm` lane orders and lists its time-limited tests
+    the same way.  In one process, when a selected test uses a background scenario
     (tests/background_slurm.py), the Slurm tests go after every other test, so that the scenario runs
     beside those from the first test on."""
-    if hasattr(config, "workerinput"):  # a serial run keeps pytest's order (but see the end)
+    if hasattr(config, "workerinput") or LANE == "slurm":  # a serial run keeps pytest's order (but see the end)
         slurm = [item for item in items if item.get_closest_marker("slurm") is not None]
         slurm.sort(key=lambda item: not ALONE_FIXTURES & set(getattr(item, "fixturenames", ())))
+        items[:] = slurm + [item for item in items if item.get_closest_marker("slurm") is None]
+    if hasattr(config, "workerinput"):
         for item in items:
             if item.get_closest_marker("slurm") is not None:
                 item.add_marker(pytest.mark.xdist_group("slurm"))
             elif _shares_a_fixture(item):
                 item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-        items[:] = slurm + [item for item in items if item.get_closest_marker("slurm") is None]
     yield
     _leave_full_only(config, items)
     if not hasattr(config, "workerinput"):  # one process: the background scenarios the run needs
         config.background_slurm = background_slurm.wanted(getattr(item, "fixturenames", ()) for item in items)
         if config.background_slurm:
             items[:] = sorted(items, key=lambda item: item.get_closest_marker("slurm") is not None)  # stable
-    if hasattr(config, "workerinput"):  # the time-limited jobs' tests of this run, in the order they run
+    if hasattr(config, "workerinput") or LANE == "slurm":  # the time-limited jobs' tests, in the order they run
         config.alone_tests = [item.nodeid for item in items if item.get_closest_marker("slurm") is not None
                               and ALONE_FIXTURES & set(getattr(item, "fixturenames", ()))]
 
