@@ -115,24 +115,24 @@ status=0
 if (($# == 0)); then  # the full command: the two lanes (see the top)
   lanes=$(mktemp -d -t tf_slurm_lanes.XXXXXX)  # private (0700): the window's marks, the slurm lane's log
   mkdir -m 700 "$lanes/window"
-  export TF_SLURM_TESTS_WINDOW="$lanes/window"  # tests/alone.py: only the lanes' pytest runs use it
+  export TFS_TESTS_WINDOW="$lanes/window"  # tests/alone.py: only the lanes' pytest runs use it
   (
     SECONDS=0
     rc=0
-    TF_SLURM_TESTS_LANE=slurm "$venv/bin/python" -m pytest -ra --full --durations=40 -m slurm || rc=$?
+    TFS_TESTS_LANE=slurm "$venv/bin/python" -m pytest -ra --full --durations=40 -m slurm || rc=$?
     touch "$lanes/window/first-part-done"  # however it ended, the tf lane waits no more (tests/alone.py)
     slurm_s=$SECONDS
     old_rc=0
-    if ((old_tf)); then TF_SLURM_TESTS_LANE=tf old_tf_pass || old_rc=$?; fi
+    if ((old_tf)); then TFS_TESTS_LANE=tf old_tf_pass || old_rc=$?; fi
     echo "$rc $slurm_s $old_rc $((SECONDS - slurm_s))" >"$lanes/status"
   ) >"$lanes/slurm.log" 2>&1 &
   slurm_lane=$!
   trap 'trap - INT TERM; kill 0' INT TERM  # stopped: the slurm lane too
   echo "test.sh: the slurm lane (then the old-TF pass) runs in the background; its output comes at the end" >&2
-  TF_SLURM_TESTS_WINDOW= nice -n 10 "$venv/bin/python" -m pytest -ra --full -m "not tf and not slurm" || status=$?
+  TFS_TESTS_WINDOW= nice -n 10 "$venv/bin/python" -m pytest -ra --full -m "not tf and not slurm" || status=$?
   took "side by side (beside the slurm lane)"
   rc=0
-  TF_SLURM_TESTS_LANE=tf "$venv/bin/python" -m pytest -ra --full --durations=40 -m "tf and not slurm" || rc=$?
+  TFS_TESTS_LANE=tf "$venv/bin/python" -m pytest -ra --full --durations=40 -m "tf and not slurm" || rc=$?
   took "tf lane"
   if ((rc > status)); then status=$rc; fi
   wait "$slurm_lane" || true

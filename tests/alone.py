@@ -35,8 +35,8 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-WINDOW_ENV = "TF_SLURM_TESTS_WINDOW"
-LANE_ENV = "TF_SLURM_TESTS_LANE"  # scripts/test.sh's lanes: "slurm" or "tf" (see above)
+WINDOW_ENV = "TFS_TESTS_WINDOW"
+LANE_ENV = "TFS_TESTS_LANE"  # scripts/test.sh's lanes: "slurm" or "tf" (see above)
 MAX_WAIT = 900.0  # s a test waits for the window (its holder crashed: go on, say so)
 HOLD = "hold."  # a holder's mark: hold.NAME.PID
 DONE = "first-part-done"  # the time-limited jobs' tests all ended
