@@ -47,6 +47,8 @@ SPARE_NODES="${SPARE_NODES:-${TF_SLURM_SPARE_NODES:-0}}"  # the allocation's las
                                         # free to replace a lost one (sbatch --nodes=N+K)
 MAX_RELAUNCHES="${MAX_RELAUNCHES:-${TF_SLURM_MAX_RELAUNCHES:-2}}"  # a step that lost a node starts again at
                                         # once on the healthy nodes (then: requeue), at most this often
+MIN_WORKERS="${MIN_WORKERS:-${TF_SLURM_MIN_WORKERS:-}}"  # with no healthy node left to replace a lost
+                                        # one, go on with fewer workers, down to this many (empty: never)
                                         # or a retryable failure (a task killed or lost)
 # -------------------------------------------------------------------------------------------------
 
@@ -61,6 +63,7 @@ die() { echo "BASH_Distributed_MNIST.sh: error: $*" >&2; exit 2; }
 [[ "$MAX_REQUEUES" =~ ^[0-9]{1,6}$ ]] || die "MAX_REQUEUES='$MAX_REQUEUES': expected an integer >= 0"
 [[ "$SPARE_NODES" =~ ^[0-9]{1,6}$ ]] || die "SPARE_NODES='$SPARE_NODES': expected an integer >= 0"
 [[ "$MAX_RELAUNCHES" =~ ^[0-9]{1,6}$ ]] || die "MAX_RELAUNCHES='$MAX_RELAUNCHES': expected an integer >= 0"
+[[ -z "$MIN_WORKERS" || "$MIN_WORKERS" =~ ^[1-9][0-9]{0,5}$ ]] || die "MIN_WORKERS='$MIN_WORKERS': expected an integer >= 1"
 
 # The repository: TF_SLURM_REPO, else where this script was submitted from (sbatch runs a copy
 # of it from the spool, so ask Slurm for the original path), else the submit directory.
@@ -155,7 +158,7 @@ trap 'trap "" URG USR1 USR2 TERM; rm -rf -- "$warn_dir"' EXIT   # removed howeve
 for sig in URG USR1 USR2 TERM; do word=${sig/URG/USR1}
     trap "printf -v warn_line '%s %(%s)T' $word -1; echo \"\$warn_line\" >>\"\$warn_file\" || true" "$sig"; done
 { "$PYTHON" -m tf_for_slurm batch-step --checkpoint-dir "$MODEL_DIR" --target "$ITERATIONS" --max-requeues "$MAX_REQUEUES" \
-    --max-relaunches "$MAX_RELAUNCHES" --spare-nodes "$SPARE_NODES" --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
+    --max-relaunches "$MAX_RELAUNCHES" --spare-nodes "$SPARE_NODES" ${MIN_WORKERS:+--min-workers "$MIN_WORKERS"} --warn-margin "$WARN_MARGIN" --warn-file "$warn_file" -- \
     srun -l --kill-on-bad-exit=1 --no-kill --mpi=none -n "$NTASKS" -c "$CPUS_PER_TASK" --mem-per-cpu="${MEM_PER_CPU}M" \
     "${RESV_PORTS[@]}" \
     "$PYTHON" -m tf_for_slurm --log-level "$LOG_LEVEL" exec --ps "$NUM_PS" --sidecar-log-level "$PS_LOG_LEVEL" -- \

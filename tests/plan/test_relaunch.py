@@ -3,7 +3,7 @@
 import pytest
 
 from tf_for_slurm.plan.batch_settings import srun_ended_ranks
-from tf_for_slurm.plan.relaunch import NoRelaunch, Relaunch, decide, lost_nodes, step_nodes
+from tf_for_slurm.plan.relaunch import NoRelaunch, Relaunch, decide, lost_nodes, step_nodes, step_tasks
 from tf_for_slurm.plan.requeue import LOST_STATUS
 
 ROWS = [[0, "ps", 0, "node1", "running", None, 0, None], [1, "worker", 0, "node2", "running", None, 0, None],
@@ -79,3 +79,50 @@ def test_decide(status, stopped, lost, ran_on, before, used, budget, want):
         assert got == want
     else:
         assert isinstance(got, NoRelaunch) and want in got.reason and (got.reason == "") == (want == ""), got
+
+
+# issue 43: fewer workers when no spare is left, if --min-workers allows
+MWMS3 = (("worker", "node1"), ("worker", "node2"), ("worker", "node3"))
+PSS = (("chief", "node1"), ("ps", "node2"), ("worker", "node3"), ("worker", "node4"))
+TWO_PER_NODE = (("ps", "node1"), ("worker", "node1"), ("worker", "node2"), ("worker", "node2"),
+                ("worker", "node3"), ("worker", "node3"))
+
+
+@pytest.mark.parametrize("lost,ran_on,alloc,tasks,min_workers,want", [
+    # 3 workers, no spare, node2 lost: 2 workers on node1,node3
+    (("node2",), STEP, STEP, MWMS3, 2, Relaunch(("node1", "node3"), ("node2",), (), 1, ntasks=2, workers=2)),
+    # the chief's node lost: the step starts on the others; roles are placed again in the user's order
+    (("node1",), STEP, STEP, MWMS3, 1, Relaunch(("node2", "node3"), ("node1",), (), 1, ntasks=2, workers=2)),
+    # below the minimum: the requeue decision
+    (("node2",), STEP, STEP, MWMS3, 3, "with fewer workers 2 of 3 would be left, below --min-workers 3"),
+    # not asked for (the default): as before, with why
+    (("node2",), STEP, STEP, MWMS3, None, "the step needs 3 (fewer workers: not allowed, --min-workers)"),
+    (("node2",), STEP, STEP, (), 1, "the step's tasks are unknown"),
+    # the ps's node lost: the ps is kept (placed again), a worker goes
+    (("node2",), ("node1", "node2", "node3", "node4"), ("node1", "node2", "node3", "node4"), PSS, 1,
+     Relaunch(("node1", "node3", "node4"), ("node2",), (), 1, ntasks=3, workers=1)),
+    # two tasks a node: a lost node costs two
+    (("node3",), STEP, STEP, TWO_PER_NODE, 3, Relaunch(("node1", "node2"), ("node3",), (), 1, ntasks=4, workers=3)),
+    (("node3",), STEP, STEP, TWO_PER_NODE, 4, "3 of 5 would be left"),
+    # two nodes lost, one spare: the spare takes the first lost node's tasks, the second's are left out
+    (("node2", "node3"), STEP, ("node1", "node2", "node3", "node4"), MWMS3, 2,
+     Relaunch(("node1", "node4"), ("node2", "node3"), ("node4",), 1, ntasks=2, workers=2)),
+    # no worker may be left at all
+    (("node1", "node2", "node3"), STEP, STEP, MWMS3, 0, "0 of 3 would be left"),
+])
+def test_decide_with_fewer_workers(lost, ran_on, alloc, tasks, min_workers, want):
+    got = decide(LOST_STATUS, False, lost, ran_on, alloc, (), 0, 2, tasks=tasks, min_workers=min_workers)
+    if isinstance(want, Relaunch):
+        assert got == want
+    else:
+        assert isinstance(got, NoRelaunch) and want in got.reason, got
+
+
+def test_enough_nodes_never_means_fewer_workers():
+    got = decide(LOST_STATUS, False, ("node1",), STEP, ALLOC, (), 0, 2, tasks=MWMS3, min_workers=1)
+    assert got == Relaunch(("node2", "node3", "node4"), ("node1",), ("node4",), 1)
+
+
+def test_step_tasks_in_rank_order():
+    status = {"columns": ["rank", "role", "node"], "tasks": [[0, "worker", "node1"], [1, "ps", "node2"]]}
+    assert step_tasks(status) == (("worker", "node1"), ("ps", "node2")) and step_tasks(None) == ()

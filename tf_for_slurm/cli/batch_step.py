@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spare-nodes", metavar="K", help="nodes of the allocation the first step leaves free "
                         "(srun --nodes=ALLOCATED-K) to take a lost node's place (default: "
                         f"{settings.SPARE_NODES}, else 0)")
+    parser.add_argument("--min-workers", metavar="K", help="with too few healthy nodes left for a relaunch, start "
+                        "the step again with fewer workers, down to K, rather than requeue the job (default: "
+                        f"{settings.MIN_WORKERS}, else the planned count: never fewer)")
     parser.add_argument("--no-requeue", action="store_true", help="never requeue (the decision is still logged)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- srun ARGS...")
 
@@ -66,13 +69,15 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(bad_value("--checkpoint-dir", args.checkpoint_dir, "an existing directory"))
     restarts = settings.count_from(env, slurm.RESTART_COUNT, 0)
     relaunches, spares, allocation = _relaunch_options(args, env, command)
+    fewest = (strict_int(args.min_workers, "--min-workers", 1) if args.min_workers is not None
+              else settings.integer(env, settings.MIN_WORKERS, minimum=1))
     wait = settings.seconds(env, settings.CONTROLLER_WAIT, 0.0, 7 * 86400.0)
     wait = settings.default_seconds(settings.CONTROLLER_WAIT) if wait is None else wait
     return batch_step.run_step(command, job, restarts=restarts, max_requeues=limit, warn_margin=margin,
                                target=target, checkpoint_dir=args.checkpoint_dir, warn_file=args.warn_file,
                                requeue=not args.no_requeue, start_grace=grace, max_relaunches=relaunches,
                                allocation=allocation, spare_nodes=spares,
-                               controller_wait=wait)
+                               controller_wait=wait, min_workers=fewest)
 
 
 def _relaunch_options(args: argparse.Namespace, env: Mapping[str, str], command: List[str]) -> tuple:

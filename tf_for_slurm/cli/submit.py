@@ -63,6 +63,9 @@ def _add_our_options(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--max-relaunches", metavar="N", help="times a step that lost a node starts again at once on "
                    f"the healthy nodes (default: {settings.MAX_RELAUNCHES}, else "
                    f"{settings.default_int(settings.MAX_RELAUNCHES)})")
+    b.add_argument("--min-workers", metavar="K", help="with too few healthy nodes left for a relaunch, go on with "
+                   f"fewer workers, down to K, rather than requeue (default: {settings.MIN_WORKERS}, else the "
+                   "planned count: never fewer)")
     parser.add_argument("--folder", metavar="DIR", help=f"the folder of job folders: the job's is DIR/<job id> "
                         f"(default: {settings.JOBS_ROOT}, else {settings.default_text(settings.JOBS_ROOT)})")
     parser.add_argument("--python", metavar="PATH", default=None,
@@ -188,6 +191,8 @@ def build(args: argparse.Namespace) -> Job:
     spare, words_of[0], ntasks = _with_spares(args, counts, words_of[0], bool(segments))
     relaunches = (strict_int(args.max_relaunches, "--max-relaunches") if args.max_relaunches is not None
                   else settings.count_from(env, settings.MAX_RELAUNCHES, settings.default_int(settings.MAX_RELAUNCHES)))
+    fewest = (strict_int(args.min_workers, "--min-workers", 1) if args.min_workers is not None
+              else settings.integer(env, settings.MIN_WORKERS, minimum=1))
     spec = batch_script.JobSpec(
         command=tuple(command), python=python, jobs_root=root, ntasks=ntasks, sbatch_args=words_of[0],
         more_components=tuple(words_of[1:]), component_ntasks=tuple(sum(k) for k in counts_of) if segments else (),
@@ -195,7 +200,8 @@ def build(args: argparse.Namespace) -> Job:
         ps=ps, tasks=tuple(roles) if tasks is not None else None, chief=chief and tasks is None, strategy=strategy,
         address=address, target=strict_int(args.target, "--target", 1) if args.target is not None else None,
         checkpoint_dir=_path(args.checkpoint_dir, "--checkpoint-dir") if args.checkpoint_dir is not None else None,
-        warn_margin=margin, max_requeues=requeues, spare_nodes=spare, max_relaunches=relaunches)
+        warn_margin=margin, max_requeues=requeues, spare_nodes=spare, max_relaunches=relaunches,
+        min_workers=fewest)
     return Job(spec, plan, who.chief_rank, note, roles_line(plan.tasks, strategy, source), who.strategy,
                tuple(counts_of))
 

@@ -120,6 +120,7 @@ class JobSpec:
     max_requeues: int = field(default_factory=lambda: settings.default_int(settings.MAX_REQUEUES))
     spare_nodes: int = 0  # nodes allocated beyond the step's (sbatch --nodes counts them; batch-step leaves them free)
     max_relaunches: int = field(default_factory=lambda: settings.default_int(settings.MAX_RELAUNCHES))
+    min_workers: Optional[int] = None  # a relaunch short of nodes goes on with this many workers (None: never fewer)
     # a heterogeneous job: the sbatch words of components 1, 2, ... (component 0's are sbatch_args),
     # each component's task count, and one role per component (exec --roles-by-component)
     more_components: Tuple[Tuple[str, ...], ...] = ()
@@ -294,6 +295,7 @@ def script_text(spec: JobSpec) -> str:
     step_opts += [f"--target {spec.target}"] if spec.target is not None else []
     step_opts += [f"--max-requeues {spec.max_requeues}", f"--warn-margin {spec.warn_margin}",
                   f"--max-relaunches {spec.max_relaunches}", f"--spare-nodes {spec.spare_nodes}"]
+    step_opts += [f"--min-workers {spec.min_workers}"] if spec.min_workers is not None else []
     mkdir = f"mkdir -p -- {q(spec.checkpoint_dir)}\n" if spec.checkpoint_dir else ""
     submitted = " ".join(["sbatch", "--parsable", "--hold"] + [q(w) for w in sbatch_argv(spec)]) + " < job.sh"
     prepare, srun = _step_lines(spec, exec_opts)

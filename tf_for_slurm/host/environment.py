@@ -116,6 +116,25 @@ def whole_allocation_wanted(step: SlurmStep, component_roles: Optional[Sequence[
             and len(set(step.components)) == 1 < het_size == len(component_roles))
 
 
+def _component_roles_argument(component_roles: object) -> Optional[Sequence[str]]:
+    """plan_from_env's `component_roles`, checked: None, a list of roles or 'ps,worker'."""
+    if component_roles is not None and (isinstance(component_roles, (bytes, Mapping))
+                                        or not isinstance(component_roles, (str, Sequence))):
+        raise UsageError(bad_value("component_roles", component_roles, "a list of roles like ['ps', 'worker'] "
+                                   "or 'ps,worker'"))
+    return component_roles.split(",") if isinstance(component_roles, str) else component_roles
+
+
+def _fewer_workers(env: Mapping[str, str], tasks: Optional[Sequence[str]],
+                   names: Mapping[str, str]) -> Optional[Sequence[str]]:
+    """The role list of a step batch-step started again with fewer workers (plan.relaunch): its last
+    TF_SLURM_FEWER_WORKERS workers left out; a placement helper needs nothing (the task count is smaller)."""
+    fewer = settings.integer(env, settings.FEWER_WORKERS, minimum=0)
+    if not fewer or tasks is None:
+        return tasks
+    return roles_mod.without_workers(tasks, fewer, names.get("tasks", "ListOfTFTasks"))
+
+
 def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Sequence[str]] = None,
                   ps: Optional[int] = None, placement: Optional[str] = None, chief: bool = False,
                   address: Optional[str] = None, node_addresses: Optional[Mapping[str, str]] = None,
@@ -132,12 +151,7 @@ def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Se
     """
     env = check_env(os.environ if env is None else env)
     _check_arguments(tasks, ps, placement, chief, address, node_addresses, check)
-    if component_roles is not None and (isinstance(component_roles, (bytes, Mapping))
-                                        or not isinstance(component_roles, (str, Sequence))):
-        raise UsageError(bad_value("component_roles", component_roles, "a list of roles like ['ps', 'worker'] "
-                                   "or 'ps,worker'"))
-    if isinstance(component_roles, str):
-        component_roles = component_roles.split(",")
+    component_roles = _component_roles_argument(component_roles)
     step = step_from_env(env)
     names = {}
     env_tasks = settings.text(env, settings.TASKS)
@@ -149,6 +163,7 @@ def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Se
         component_roles, names["component_roles"] = env_component_roles.split(","), settings.COMPONENT_ROLES
     if tasks is None and ps is None and component_roles is None:
         ps, names["ps"] = settings.integer(env, settings.PS), settings.PS
+    tasks = _fewer_workers(env, tasks, names)
     if placement is None and settings.text(env, settings.PLACEMENT):
         placement, names["placement"] = settings.text(env, settings.PLACEMENT), settings.PLACEMENT
     chief = chief or settings.flag(env, settings.CHIEF)

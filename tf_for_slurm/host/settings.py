@@ -121,6 +121,9 @@ PREFLIGHT_TIMEOUT = _setting("TF_SLURM_PREFLIGHT_TIMEOUT", "seconds", "30", "how
 MAX_REQUEUES = _setting("TF_SLURM_MAX_REQUEUES", "int", "10", "batch-step: requeues allowed")
 MAX_RELAUNCHES = _setting("TF_SLURM_MAX_RELAUNCHES", "int", "2", "batch-step: times a step that lost a node is "
                           "started again at once on the allocation's healthy nodes (then: requeue decision)")
+MIN_WORKERS = _setting("TF_SLURM_MIN_WORKERS", "int", None, "batch-step: with too few healthy nodes left for a "
+                       "relaunch, the step starts again with fewer workers, down to this many (unset: the planned "
+                       "count, never fewer; `tf-slurm submit --min-workers`)")
 SPARE_NODES = _setting("TF_SLURM_SPARE_NODES", "int", "0", "batch-step: nodes of the allocation the first step "
                        "leaves free, to take a lost node's place (`tf-slurm submit --spare-nodes`)")
 WARN_MARGIN = _setting("TF_SLURM_WARN_MARGIN", "int", "60", "batch-step: seconds before the time limit at "
@@ -144,6 +147,9 @@ PHASE_FILE = _setting("TF_SLURM_PHASE_FILE", "text", None, "the file the shim wr
 TASK_INDEX = _setting("TF_SLURM_TASK_INDEX", "int", None, "this task's index within its role", internal=True)
 RANK = _setting("TF_SLURM_RANK", "int", None, "this task's rank in the step", internal=True)
 NUM_PS = _setting("TF_SLURM_NUM_PS", "int", None, "number of ps in the step", internal=True)
+FEWER_WORKERS = _setting("TF_SLURM_FEWER_WORKERS", "int", None, "set by batch-step for a step started again "
+                         "with fewer workers: how many of the user's role list's last workers it leaves out",
+                         internal=True)
 NUM_WORKERS = _setting("TF_SLURM_NUM_WORKERS", "int", None, "number of workers in the step", internal=True)
 IS_CHIEF = _setting("TF_SLURM_IS_CHIEF", "flag", None, "`1` when this task is the step's chief (the shim's plan hints)",
                     internal=True)
@@ -168,7 +174,7 @@ LOCAL_RESV_PORTS = _setting("TF_SLURM_LOCAL_RESV_PORTS", "text", None, "scripts/
 # Variables of a Slurm step or an earlier run that `tf-slurm local` must not pass on to its tasks.
 STALE_FOR_LOCAL: Tuple[str, ...] = (TASKS, PS, COMPONENT_ROLES, ADDRESS, PORT_SCOPE, JOB_TYPE, TASK_INDEX, RANK, NUM_PS,
                                     NUM_WORKERS, IS_CHIEF, SELF_ADDRESS, TF_CONFIG_FILE, SUPERVISED, LAUNCH_REPORT,
-                                    SESSION_FILTERS)
+                                    SESSION_FILTERS, FEWER_WORKERS)
 
 
 def text(env: Mapping[str, str], name: str) -> Optional[str]:

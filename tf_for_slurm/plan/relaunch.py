@@ -8,12 +8,20 @@ cluster), yet the allocation's other nodes are still the job's (`sbatch --no-kil
 starts again on them without the lost nodes, a spare node taking their place, and the run resumes
 from its checkpoint.  The new srun must say `--overlap --mem=0 --exclude=...`: the dead step keeps
 its CPUs and memory until Slurm marks the node down (docs/SLURM_NODE_LOSS.md).  A node lost once is
-never used again by this run; a budget bounds the relaunches; with too few healthy nodes left, the
-usual requeue decision (plan.requeue) follows.
+never used again by this run; a budget bounds the relaunches.
+
+With too few healthy nodes left for the same plan, the step starts again with fewer workers when the
+user allowed it (`--min-workers`, issue 43): every healthy node, the lost nodes' tasks left out (a
+spare takes a lost node's tasks first), the ps, chief and evaluator kept, so only workers go. The
+variables do not depend on the number of workers, so the run resumes from its checkpoint or backup
+and the dataset is sharded again. By default the minimum is the planned count (nothing shrinks): a
+smaller group changes the global batch and the steps per epoch, which the user must accept. Below
+the minimum, the usual requeue decision (plan.requeue) follows.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -30,6 +38,8 @@ class Relaunch:
     lost: Tuple[str, ...]  # the nodes the step that just ended lost
     spares: Tuple[str, ...]  # the nodes taking their places
     number: int  # 1 for the run's first relaunch
+    ntasks: int = 0  # with fewer workers: the new step's task count (0: the same plan as before)
+    workers: int = 0  # with fewer workers: how many the new step has (0: as before)
 
 
 @dataclass(frozen=True)
@@ -63,12 +73,20 @@ def step_nodes(status: Optional[Mapping[str, Any]]) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(str(row.get("node")) for row in task_rows(status))) if status else ()
 
 
+def step_tasks(status: Optional[Mapping[str, Any]]) -> Tuple[Tuple[str, str], ...]:
+    """(role, node) of each of the step's tasks, in rank order (() without a status file)."""
+    return tuple((str(row.get("role")), str(row.get("node"))) for row in task_rows(status)) if status else ()
+
+
 def decide(step_status: Optional[int], stopped: bool, lost: Sequence[str], ran_on: Sequence[str],
            allocation: Sequence[str], lost_before: Sequence[str], used: int, budget: int,
-           limit_name: str = "--max-relaunches") -> Union[Relaunch, NoRelaunch]:
+           limit_name: str = "--max-relaunches", *, tasks: Sequence[Tuple[str, str]] = (),
+           min_workers: Optional[int] = None, min_name: str = "--min-workers") -> Union[Relaunch, NoRelaunch]:
     """Relaunch when the step ended with LOST_STATUS and named its lost nodes, nobody asked it to stop
     (a time-limit warning, scancel: the requeue decision is theirs), the budget allows, and enough
-    nodes of the allocation were never lost: the step's own first, then spares."""
+    nodes of the allocation were never lost: the step's own first, then spares.  Short of nodes, with
+    fewer workers when `tasks` ((role, node) per rank) leaves at least `min_workers` workers (None:
+    never fewer)."""
     lost = tuple(lost)
     if step_status != LOST_STATUS or not lost:
         return NoRelaunch("", lost)
@@ -83,10 +101,31 @@ def decide(step_status: Optional[int], stopped: bool, lost: Sequence[str], ran_o
     spares = [node for node in allocation if node not in gone and node not in ran_on]
     healthy = len(kept) + len(spares)
     if healthy < len(ran_on):
-        return NoRelaunch(f"{healthy} healthy node(s) left of the allocation's {len(allocation)}, the step needs "
-                          f"{len(ran_on)}", lost)
+        short = f"{healthy} healthy node(s) left of the allocation's {len(allocation)}, the step needs {len(ran_on)}"
+        return _fewer(tasks, kept, spares, gone, min_workers, min_name, short, lost, used + 1)
     taken = tuple(spares[:len(ran_on) - len(kept)])
     return Relaunch(nodes=tuple(kept) + taken, lost=lost, spares=taken, number=used + 1)
 
 
-__all__ = ["NoRelaunch", "Relaunch", "decide", "lost_nodes", "step_nodes"]
+def _fewer(tasks: Sequence[Tuple[str, str]], kept: Sequence[str], spares: Sequence[str], gone: set,
+           min_workers: Optional[int], min_name: str, short: str, lost: Tuple[str, ...],
+           number: int) -> Union[Relaunch, NoRelaunch]:
+    """Every healthy node, the lost nodes' tasks left out but for those a spare takes (one lost node's
+    tasks per spare, in order), when the workers left are at least `min_workers`."""
+    if min_workers is None:
+        return NoRelaunch(f"{short} (fewer workers: not allowed, {min_name})", lost)
+    if not tasks:
+        return NoRelaunch(f"{short} (fewer workers: the step's tasks are unknown)", lost)
+    per_node = Counter(node for _, node in tasks)
+    out = [per_node[node] for node in dict.fromkeys(node for _, node in tasks) if node in gone]
+    dropped = sum(out[len(spares):])
+    workers = sum(1 for role, _ in tasks if role == "worker")
+    left = workers - dropped
+    if left < max(min_workers, 1):
+        return NoRelaunch(f"{short}; with fewer workers {max(left, 0)} of {workers} would be left, below "
+                          f"{min_name} {min_workers}", lost)
+    return Relaunch(nodes=tuple(kept) + tuple(spares), lost=lost, spares=tuple(spares[:len(out)]), number=number,
+                    ntasks=len(tasks) - dropped, workers=left)
+
+
+__all__ = ["NoRelaunch", "Relaunch", "decide", "lost_nodes", "step_nodes", "step_tasks"]

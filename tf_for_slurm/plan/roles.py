@@ -36,6 +36,21 @@ def roles_from_list(list_of_tasks: Sequence[object], ntasks: int, name: str = "L
     return roles
 
 
+def without_workers(list_of_tasks: Sequence[object], count: int, name: str = "ListOfTFTasks") -> list:
+    """The user's list with its last `count` workers left out: a step started again with fewer workers
+    (plan.relaunch) keeps every other role, in the user's order."""
+    if isinstance(list_of_tasks, str):
+        list_of_tasks = [r for r in list_of_tasks.split(",") if r.strip()]
+    out = list(list_of_tasks)
+    at = [i for i, r in enumerate(out) if isinstance(r, str) and r.strip().lower() == "worker"]
+    if count < 0 or count >= len(at):
+        raise PlanError(bad_value(name, ",".join(map(str, out)), f"at least {count + 1} worker(s) to leave {count} "
+                                  "out (a step started again with fewer workers)"))
+    for i in reversed(at[len(at) - count:]):
+        del out[i]
+    return out
+
+
 def validate_roles(roles: Sequence[str], name: str = "ListOfTFTasks") -> None:
     """At least one worker (or chief to train), at most one chief, at most one evaluator."""
     if "worker" not in roles and "chief" not in roles:

@@ -3,15 +3,16 @@ node options batch-step adds to them.  Pure: a list of words in, a list out.
 
 Why: batch-step runs the command the batch script wrote and changes it in two cases only: a first
 step that leaves spare nodes free (`-N`), and a relaunch after a lost node (`--overlap --mem=0 -N
---nodelist --exclude`, plan.relaunch).  Its options go last among srun's (srun takes the last of a repeated
-option), before the program, whose arguments are never touched; the script's memory options go,
-since srun refuses `--mem` with `--mem-per-cpu`.
+--nodelist --exclude`, and `--ntasks` when it goes on with fewer workers: plan.relaunch).  Its
+options go last among srun's (srun takes the last of a repeated option), before the program, whose
+arguments are never touched; the script's memory options go, since srun refuses `--mem` with
+`--mem-per-cpu`.
 """
 
 from __future__ import annotations
 
 import os
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 # srun options that take their value as the next word (`-n 4`, `--ntasks 4`); `--opt=value` and `-n4`
 # need no table
@@ -65,9 +66,9 @@ def _without_memory(options: Sequence[str]) -> List[str]:
 
 
 def with_nodes(command: Sequence[str], nodes: int, nodelist: Sequence[str] = (), exclude: Sequence[str] = (),
-               overlap: bool = False) -> List[str]:
-    """`command` with `--nodes=N` (and `--nodelist`, `--exclude`; for a relaunch `--overlap --mem=0`) last
-    among srun's options.  ValueError when the command is not srun."""
+               overlap: bool = False, ntasks: Optional[int] = None) -> List[str]:
+    """`command` with `--nodes=N` (and `--nodelist`, `--exclude`; for a relaunch `--overlap --mem=0`; for
+    one with fewer workers `--ntasks`) last among srun's options.  ValueError when the command is not srun."""
     if not is_srun(command):
         raise ValueError(f"the step command runs {command[0] if command else 'nothing'}, not srun")
     end = options_end(command)
@@ -81,6 +82,8 @@ def with_nodes(command: Sequence[str], nodes: int, nodelist: Sequence[str] = (),
         added.append("--nodelist=" + ",".join(nodelist))
     if exclude:
         added.append("--exclude=" + ",".join(exclude))
+    if ntasks is not None:
+        added.append(f"--ntasks={ntasks}")
     return [command[0], *options, *added, *separator, *command[end:]]
 
 

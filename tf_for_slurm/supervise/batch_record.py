@@ -16,10 +16,22 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from tf_for_slurm.host.job_folder import batch_path, read_json, status_path, write_json
+from tf_for_slurm.plan.requeue import checkpoint_step
 
 MAX_HISTORY = 100  # earlier runs kept (a job requeued more often keeps its last ones)
 _CARRIED = ("run", "started_at", "ended_at", "state", "status", "decision", "relaunches", "step", "checkpoint",
-            "checkpoint_at_start", "slurm_submit", "slurm_start")
+            "checkpoint_at_start", "slurm_submit", "slurm_start", "workers_planned", "workers")
+
+
+def read_checkpoint_step(directory: Optional[str]) -> Optional[int]:
+    """The step of the last checkpoint in `directory` (its TensorFlow 'checkpoint' file), if any."""
+    if not directory:
+        return None
+    try:
+        with open(os.path.join(directory, "checkpoint"), encoding="utf-8", errors="replace") as fh:
+            return checkpoint_step(fh.read())
+    except OSError:
+        return None
 
 
 class BatchRecord:
@@ -65,12 +77,18 @@ class BatchRecord:
         self._write(slurm_submit=submit, slurm_start=start)
 
     def relaunched(self, lost: Sequence[str], nodes: Sequence[str], spares: Sequence[str],
-                   checkpoint: Optional[int]) -> None:
-        """The step lost `lost` and was started again on `nodes` (`spares` taking the lost ones' places)."""
-        relaunches = [*self.data.get("relaunches", []), {
-            "at": round(time.time(), 3), "lost": list(lost), "nodes": list(nodes), "spares": list(spares),
-            "checkpoint": checkpoint}]
-        self._write(relaunches=relaunches)
+                   checkpoint: Optional[int], workers: Optional[int] = None) -> None:
+        """The step lost `lost` and was started again on `nodes` (`spares` taking the lost ones' places;
+        `workers`: with that many workers, fewer than before)."""
+        entry: Dict[str, Any] = {"at": round(time.time(), 3), "lost": list(lost), "nodes": list(nodes),
+                                 "spares": list(spares), "checkpoint": checkpoint}
+        if workers is not None:
+            entry["workers"] = workers
+        self._write(relaunches=[*self.data.get("relaunches", []), entry])
+
+    def workers(self, planned: int, now: int) -> None:
+        """The step's workers: as planned, and in the step that runs now (fewer after a relaunch short of nodes)."""
+        self._write(workers_planned=planned, workers=now)
 
     def end(self, status: Optional[int], checkpoint: Optional[int], reason: str, requeued: bool) -> None:
         """The run was decided: its step ended with `status`, or still ran (None: decided at the
@@ -94,4 +112,4 @@ def _progress(step_status: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, A
             for rank, t in tasks.items() if isinstance(t, dict)}
 
 
-__all__ = ["BatchRecord"]
+__all__ = ["BatchRecord", "read_checkpoint_step"]

@@ -39,9 +39,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings, threads
 from tf_for_slurm.host.step_secret import with_secret
-from tf_for_slurm.plan import relaunch
 from tf_for_slurm.plan.batch_settings import first_failure, srun_ended_ranks
-from tf_for_slurm.plan.requeue import START_GRACE, Decision, checkpoint_step, decide
+from tf_for_slurm.plan.requeue import START_GRACE, Decision, decide
 from tf_for_slurm.plan.slurm_outage import GiveUp, Outage, TryAgain, step_not_created
 from tf_for_slurm.plan.srun_after_end import SrunAfterEnd, written_since
 from tf_for_slurm.plan.srun_command import with_nodes
@@ -59,7 +58,8 @@ from tf_for_slurm.plan.stop_relay import (
     StopRelay,
     Tell,
 )
-from tf_for_slurm.supervise.batch_record import BatchRecord
+from tf_for_slurm.supervise.batch_record import BatchRecord, read_checkpoint_step
+from tf_for_slurm.supervise.batch_relaunch import Budget, relaunch_while_lost
 from tf_for_slurm.supervise.slurm_job import job_times, requeue_job, run_times
 from tf_for_slurm.supervise.step_command import StepCommand
 from tf_for_slurm.supervise.warn_file import WARN_POLL, WarnFile, read_warn_file
@@ -85,17 +85,6 @@ def _signo(name: str) -> int:
     return int(getattr(signal, f"SIG{name}"))
 
 
-def read_checkpoint_step(directory: Optional[str]) -> Optional[int]:
-    """The step of the last checkpoint in `directory` (its TensorFlow 'checkpoint' file), if any."""
-    if not directory:
-        return None
-    try:
-        with open(os.path.join(directory, "checkpoint"), encoding="utf-8", errors="replace") as fh:
-            return checkpoint_step(fh.read())
-    except OSError:
-        return None
-
-
 class _Step:
     """The wiring: srun, the signals, the warning file, squeue and the timers feed the StopRelay; its
     actions are carried out here, and nothing else is decided here."""
@@ -115,14 +104,18 @@ class _Step:
         self.retired = False  # a relaunch replaced this srun: its timers do nothing when they fire
         self.ended_at: Optional[float] = None  # wall clock when srun returned
         self.job_start: Optional[float] = None  # the job's StartTime (this run's), once squeue said it
+        self.extra_env: Dict[str, str] = {}  # for srun's environment (a relaunch with fewer workers says so)
 
     def start(self, command: List[str]) -> None:
         """Start srun (OSError when it cannot run)."""
         # every task of the step shares the secret its supervisors prove to each other (host/step_secret.py);
         # it goes only into srun's environment: never into our own, argv, the log or batch.json
         env = settings.environ()
+        if self.extra_env:
+            env = {**env, **self.extra_env}
         started = self.started = time.time()
-        pid = self.command.start(command, None if env.get(settings.SECRET) else with_secret(env))
+        pid = self.command.start(command, (None if not self.extra_env else dict(env)) if env.get(settings.SECRET)
+                                 else with_secret(env))
         if self.status_file:
             self.after_end = SrunAfterEnd(started)
         self._do(self.relay.started(time.time(), pid))
@@ -212,6 +205,10 @@ class _Step:
     def retire(self) -> None:
         """A relaunch replaced this srun (ended): a timer of its relay that fires later does nothing."""
         self.retired = True
+
+    def lost_words(self) -> Tuple[bool, List[str]]:
+        """Whether a stop was passed on to this step, and srun's error lines (what says which node was lost)."""
+        return bool(self.relay.signal), list(self.command.errors)
 
     def _creation_wait(self) -> None:
         """srun waiting to create its step (busy nodes) longer than the controller wait: ended, with one line."""
@@ -344,46 +341,17 @@ def _requeue_or_say(run: _Run, decision: Decision, since: str, told_time: Option
     return _Outcome(requeued=False, status=decision.exit_status if not decision.requeue else 0)
 
 
-def _relaunch_while_lost(run: _Run, step: _Step, status: Optional[int], command: List[str], allocation: Sequence[str],
-                         budget: int, record: BatchRecord, warn_file: Optional[str]) -> Tuple[_Step, Optional[int]]:
-    """While the step ends because it lost a node and plan.relaunch allows: start it again at once on
-    the allocation's healthy nodes; the last step and its status."""
-    lost_before: List[str] = []
-    while True:
-        hub = step.hub_status()
-        choice = relaunch.decide(status, bool(step.relay.signal),
-                                 relaunch.lost_nodes(hub, step.command.errors), relaunch.step_nodes(hub),
-                                 allocation, lost_before, len(record.data.get("relaunches", [])), budget,
-                                 limit_name=settings.MAX_RELAUNCHES)
-        if isinstance(choice, relaunch.NoRelaunch):
-            if choice.reason:
-                _say(f"lost {','.join(choice.lost)}; not relaunched in the allocation: {choice.reason}")
-            return step, status
-        lost_before.extend(choice.lost)
-        ended = (hub or {}).get("decided_at") or step.ended_at or time.time()
-        ckpt = read_checkpoint_step(run.checkpoint_dir)
-        at = f"the checkpoint at global step {ckpt}" if ckpt is not None else \
-            "its own checkpoint or backup, if any (none in --checkpoint-dir)"
-        instead = f"{','.join(choice.spares)} in place of " if choice.spares else "without "
-        _say(f"relaunch {choice.number} of {budget}: lost {','.join(choice.lost)}; starting the step again at once "
-             f"on {','.join(choice.nodes)} ({instead}{','.join(choice.lost)}), {time.time() - ended:.1f} s after "
-             f"the step ended; it resumes from {at}")
-        record.relaunched(choice.lost, choice.nodes, choice.spares, ckpt)
-        step.retire()
-        step = _Step(run.job, step.warn_margin, step.start_grace, run.controller_wait, record.slurm_times)
-        status = _run_srun(step, with_nodes(command, len(choice.nodes), nodelist=choice.nodes, exclude=lost_before,
-                                            overlap=True), warn_file)
-
-
 def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, warn_margin: float,
              target: Optional[int] = None, checkpoint_dir: Optional[str] = None, warn_file: Optional[str] = None,
              requeue: bool = True, start_grace: float = START_GRACE, max_relaunches: int = 0,
-             allocation: Sequence[str] = (), spare_nodes: int = 0, controller_wait: float = 600.0) -> int:
+             allocation: Sequence[str] = (), spare_nodes: int = 0, controller_wait: float = 600.0,
+             min_workers: Optional[int] = None) -> int:
     """Run the step (`command`, srun ...) of batch job `job`; return its first failure's status, or
     0 once the job is requeued (`requeue`: False only logs the decision).  The arguments are checked
     (tf_for_slurm.cli.batch_step); `restarts` is how often the job was requeued before; a step that
     loses a node is started again on `allocation`'s other nodes up to `max_relaunches` times; the
-    first leaves `spare_nodes` of them free; a Slurm command waits `controller_wait` s through an outage."""
+    first leaves `spare_nodes` of them free; short of nodes, it goes on with fewer workers, down to
+    `min_workers` (None: never fewer); a Slurm command waits `controller_wait` s through an outage."""
     run = _Run(job, restarts, max_requeues, target, checkpoint_dir, read_checkpoint_step(checkpoint_dir), requeue,
                controller_wait, time.time())
     if restarts:
@@ -393,7 +361,13 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
     first = with_nodes(command, len(allocation) - spare_nodes) if spare_nodes else command
     status = _run_srun(step, first, warn_file)
     if max_relaunches:
-        step, status = _relaunch_while_lost(run, step, status, command, allocation, max_relaunches, record, warn_file)
+        def again(extra_env: Dict[str, str], srun: List[str]) -> Tuple[_Step, Optional[int]]:
+            new = _Step(job, warn_margin, start_grace, controller_wait, record.slurm_times)
+            new.extra_env = extra_env
+            return new, _run_srun(new, srun, warn_file)
+
+        step, status = relaunch_while_lost(step, status, command, allocation, record, Budget(
+            max_relaunches, min_workers, checkpoint_dir), again, _say)
     return _conclude(run, step, status, record)
 
 
