@@ -6,15 +6,15 @@
 #
 # The full command (no arguments) runs in two lanes, two pytest processes at once (tests/alone.py):
 #   the slurm lane:  the `slurm` tests one at a time on the local cluster, the time-limited jobs
-#                    first (1-minute allocations that must checkpoint, requeue and resume, and the
-#                    scenario that restarts a slurmd and stops the controller); then the old-TF pass;
+#                    first (1-minute allocations that must checkpoint, requeue and resume), the
+#                    scenario that restarts a slurmd and stops the controller last; then the old-TF pass;
 #   the main lane:   meanwhile, the tests that are neither `tf` nor `slurm` side by side, at a lower
 #                    CPU priority (nice), so that the time-limited jobs' TensorFlow start-ups keep the
 #                    cores they need; then the `tf` tests one at a time, in a network of their own,
 #                    each waiting until the time-limited jobs are done.
 # The Slurm tests mostly wait on Slurm (the requeue jobs kept 42% of the 2 cores busy over their 3
 # minutes), so the lanes fill each other's waits: one part after another took about 31 minutes on a
-# fresh clone. The slurm lane's output comes when both lanes ended; each part's seconds at the end.
+# fresh clone, the lanes 26 (with that scenario in the first part, when the other lane waited for it). The slurm lane's output comes when both lanes ended; each part's seconds at the end.
 # (Tried: the old-TF pass beside the Slurm jobs that wait on 1-minute limits, at the same priority:
 # those jobs then needed more requeues, the preemption job 157 s instead of 95.)
 #

@@ -66,10 +66,19 @@ def pytest_xdist_auto_num_workers(config):
     return workers_for(config.getoption("markexpr") or "", dict(os.environ), len(os.sched_getaffinity(0)))
 
 
-# fixtures whose time-limited Slurm jobs hold tests/alone.py's window: their tests go first in the Slurm group,
-# and with them the `away` scenario (a slurmd restarted under a task, the controller stopped): beside the
-# TensorFlow tests its step's processes once outlived Slurm's UnkillableStepTimeout and drained the node
-ALONE_FIXTURES = {"one_minute_jobs", "requeued", "away"}
+# fixtures whose time-limited Slurm jobs hold tests/alone.py's window: their tests go first in the Slurm group
+ALONE_FIXTURES = {"one_minute_jobs", "requeued"}
+# ... and those whose tests go last: the `away` scenario (a slurmd restarted under a task, the controller
+# stopped) mostly waits on Slurm (2 minutes: in the window the other lane sat idle), and beside the
+# TensorFlow tests its step's processes once outlived Slurm's UnkillableStepTimeout and drained its node:
+# last, such a drain can fail no other Slurm test
+LAST_FIXTURES = {"away"}
+
+
+def _slurm_order(item) -> int:
+    """Where a Slurm test goes in its group: the time-limited jobs first, LAST_FIXTURES last."""
+    names = set(getattr(item, "fixturenames", ()))
+    return 0 if ALONE_FIXTURES & names else 2 if LAST_FIXTURES & names else 1
 
 # this process's lane of the full command (scripts/test.sh, tests/alone.py): "slurm", "tf" or "" (none);
 # taken out of the environment, so that a pytest run inside a test is in no lane
@@ -150,7 +159,7 @@ def pytest_collection_modifyitems(config, items):
     beside those from the first test on."""
     if hasattr(config, "workerinput") or LANE == "slurm":  # a serial run keeps pytest's order (but see the end)
         slurm = [item for item in items if item.get_closest_marker("slurm") is not None]
-        slurm.sort(key=lambda item: not ALONE_FIXTURES & set(getattr(item, "fixturenames", ())))
+        slurm.sort(key=_slurm_order)
         items[:] = slurm + [item for item in items if item.get_closest_marker("slurm") is None]
     if hasattr(config, "workerinput"):
         for item in items:
