@@ -12,3 +12,14 @@ BATCH_SIZE = 64
 ITERATIONS = 800
 LEARNING_RATE = 2e-3  # Adam
 EVAL_EVERY = 200
+
+
+def per_worker_batch(batch_size: int, global_batch_size: "int | None", workers: int) -> int:
+    """Each worker's batch: --batch_size, or with --global_batch_size its share of that global batch
+    (rounded up), so that a run started again with fewer workers (`tf-slurm submit --min-workers`)
+    keeps its global batch, and with it the learning rate's meaning, rather than shrink it."""
+    if global_batch_size is None:
+        return batch_size
+    if global_batch_size < 1 or workers < 1:
+        raise ValueError(f"--global_batch_size={global_batch_size} with {workers} worker(s): expected both >= 1")
+    return -(-global_batch_size // workers)

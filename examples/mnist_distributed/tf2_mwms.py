@@ -14,6 +14,11 @@ With --model_dir, training is resumable: SIGUSR1 (Slurm's time-limit warning, pa
 templates) or SIGTERM stops every worker at the same step, a checkpoint is written, the process
 exits 0, and a rerun on the same --model_dir continues from that step to --Iterations.
 
+--global_batch_size G keeps the global batch at G whatever the number of workers: each worker's
+batch is its share (defaults.per_worker_batch).  After a lost node, `tf-slurm submit --min-workers K`
+may start the run again with fewer workers (from the checkpoint); with --batch_size alone the global
+batch then shrinks with the workers (each worker's batch kept), with --global_batch_size it does not.
+
 --min_step_seconds S (tests, demos) paces every worker: its step k starts no earlier than k * S
 seconds after the process started (pacing.py); the steps are synchronous, so t seconds after the
 start at most floor(t / S) + 1 steps were made, on any machine.
@@ -26,6 +31,7 @@ import sys
 import time
 
 from pacing import StepPacer, check_min_step_seconds  # first: its clock starts on import
+from defaults import per_worker_batch
 from tf2_common import MLP, common_flags, heldout_accuracy, loss_fn, tf, write_metrics
 
 from mnist_data import BatchSampler, load_mnist
@@ -38,7 +44,11 @@ log = logging.getLogger("tf2_mwms")
 
 
 def main(argv=None) -> int:
-    args = common_flags(__doc__.splitlines()[0]).parse_args(argv)
+    parser = common_flags(__doc__.splitlines()[0])
+    parser.add_argument("--global_batch_size", type=int, default=None, metavar="G",
+                        help="keep the global batch at G on any number of workers (each worker's batch: its share); "
+                             "default: --batch_size per worker")
+    args = parser.parse_args(argv)
     pacer = StepPacer(check_min_step_seconds(args.min_step_seconds))  # before any server starts
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     tf.get_logger().setLevel(logging.WARNING)  # one INFO line per all-reduce otherwise
@@ -54,7 +64,14 @@ def main(argv=None) -> int:
         model = MLP(aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     ckpt = LoopCheckpoint(args.model_dir, is_chief=chief, model=model) if args.model_dir else None
     start = ckpt.restore() if ckpt else 0  # a requeued run continues where the last one saved
-    sampler = BatchSampler(data.train_images, data.train_labels, args.batch_size,
+    try:
+        batch = per_worker_batch(args.batch_size, args.global_batch_size, plan.count("worker"))
+    except ValueError as e:
+        parser.error(str(e))
+    if chief:
+        log.info("batch: %d per worker on %d worker(s), %d in all", batch, plan.count("worker"),
+                 batch * plan.count("worker"))
+    sampler = BatchSampler(data.train_images, data.train_labels, batch,
                            seed=1000 + me.rank + 7919 * start)  # new batches after a resume
     lr = tf.constant(args.learning_rate)
 
@@ -97,6 +114,7 @@ def main(argv=None) -> int:
             write_metrics(args.model_dir, {"accuracy": acc, "heldout_examples": len(data.heldout_labels),
                                            "steps": step, "target": args.Iterations, "start_step": start,
                                            "stopped_by": stopped_by, "replicas": strategy.num_replicas_in_sync,
+                                           "batch_per_worker": batch,
                                            "strategy": "MultiWorkerMirroredStrategy"})
     return 0
 

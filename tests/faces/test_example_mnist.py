@@ -422,10 +422,12 @@ def test_a_worker_lost_mid_training_the_example_goes_on_and_every_task_ends_0(tm
 @pytest.mark.timeout(300)
 def test_tf2_multi_worker_mirrored(tmp_path, data_dir):
     r = _local(2, ["--ps", "0"], "tf2_mwms.py",
-               ["--data_dir", data_dir, "--model_dir", str(tmp_path), "--Iterations", "60"], timeout=180)
+               ["--data_dir", data_dir, "--model_dir", str(tmp_path), "--Iterations", "60",
+                "--global_batch_size", "96"], timeout=180)
     assert r.returncode == 0, r.stdout[-4000:]
     m = _metrics(str(tmp_path))
     assert m["replicas"] == 2 and m["steps"] == 60
+    assert m["batch_per_worker"] == 48, m  # the global batch kept: its share on each of 2 workers
     assert m["accuracy"] > 0.5, m  # 60 SGD steps from random init: well above chance (0.1)
 
 

@@ -268,12 +268,18 @@ def test_status_lists_the_jobs_lost_nodes_relaunches_and_requeues_in_order(tmp_p
     first.end(69, 300, "the step failed with status 69 (a task was lost): requeue 1 of at most 10", requeued=True)
     second = BatchRecord("99", 1, 10, 600, None, 300, say=said.append)
     second.relaunched(["node1"], ["node4", "node5"], [], 400)
+    second.workers(3, 3)
+    assert second.fewer_workers() == ""
+    second.relaunched(["node4"], ["node5"], [], 500, workers=2)  # no spare left: fewer workers (--min-workers)
+    second.workers(3, 2)
+    assert second.fewer_workers() == "with 2 of 3 workers from global step 500"  # batch-step's end line says it
     assert said == []
     lines = render(gather(str(tmp_path), "99", lambda job: JobAnswer()), time.time()).splitlines()
     history = [line.split(" ", 3)[3] for line in lines if line.startswith("  ")]
     assert history == ["run 1: lost node2; relaunched on node1,node3, node3 in place",
                        "run 1: requeued: the step failed with status 69 (a task was lost): requeue 1 of at most 10",
-                       "run 2: lost node1; relaunched on node4,node5"], lines
+                       "run 2: lost node1; relaunched on node4,node5",
+                       "run 2: lost node4; relaunched on node5, 2 of 3 workers"], lines
 
 
 DOWN = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"  # Slurm 22.05, exit 1

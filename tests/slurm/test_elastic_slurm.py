@@ -80,6 +80,7 @@ def test_mwms_job_with_no_spare_goes_on_with_fewer_workers_and_completes(slurm_c
     assert [(r["lost"], r["nodes"], r.get("workers")) for r in batch["relaunches"]] == \
         [(["node2"], ["node1", "node3"], 2)], batch
     assert (batch["workers_planned"], batch["workers"]) == (3, 2), batch
+    assert "this run trained with 2 of 3 workers (relaunched short of nodes, TF_SLURM_MIN_WORKERS)" in text, text[-2000:]
 
 
 @pytest.mark.timeout(420)
@@ -112,3 +113,4 @@ def test_tf1_job_whose_ps_node_is_lost_goes_on_with_the_ps_on_a_healthy_node(slu
     assert last and int(last.group(1)) >= 400, (model / "checkpoint").read_text()
     batch = json.loads((tmp_path / job / "batch.json").read_text())
     assert (batch["workers_planned"], batch["workers"]) == (2, 1), batch
+    assert re.search(r"this run trained with 1 of 2 workers from global step \d+", text), text[-2000:]

@@ -164,8 +164,10 @@ def run_history(batch: Mapping[str, Any]) -> List[str]:
             continue
         for r in run.get("relaunches") or []:
             spares = f", {','.join(r.get('spares') or [])} in place" if r.get("spares") else ""
+            fewer = (f", {r['workers']} of {run.get('workers_planned', '?')} workers"
+                     if isinstance(r.get("workers"), int) else "")
             lines.append(f"{_clock(r.get('at'))} run {run.get('run', '?')}: lost {','.join(r.get('lost') or [])}; "
-                         f"relaunched on {','.join(r.get('nodes') or [])}{spares}")
+                         f"relaunched on {','.join(r.get('nodes') or [])}{spares}{fewer}")
         if run is not batch and run.get("state") in ("requeued", "ended"):
             lines.append(f"{_clock(run.get('ended_at'))} run {run.get('run', '?')}: {run['state']}: "
                          f"{run.get('decision') or '?'}")

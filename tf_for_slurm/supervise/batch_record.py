@@ -90,6 +90,16 @@ class BatchRecord:
         """The step's workers: as planned, and in the step that runs now (fewer after a relaunch short of nodes)."""
         self._write(workers_planned=planned, workers=now)
 
+    def fewer_workers(self) -> str:
+        """'with 2 of 3 workers from global step 1200' when this run ended with fewer workers than planned
+        (the last relaunch short of nodes, plan.relaunch), else ''."""
+        now, planned = self.data.get("workers"), self.data.get("workers_planned")
+        if not isinstance(now, int) or not isinstance(planned, int) or now >= planned:
+            return ""
+        last = [r for r in self.data.get("relaunches", []) if isinstance(r.get("workers"), int)][-1:]
+        since = last[0].get("checkpoint") if last else None
+        return f"with {now} of {planned} workers" + (f" from global step {since}" if since is not None else "")
+
     def end(self, status: Optional[int], checkpoint: Optional[int], reason: str, requeued: bool) -> None:
         """The run was decided: its step ended with `status`, or still ran (None: decided at the
         deadline); `reason`: the decision's.  The progress is the job folder's status.json's: its

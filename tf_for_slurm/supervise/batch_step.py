@@ -319,6 +319,8 @@ def _conclude(run: _Run, step: _Step, ended_with: Optional[int], record: BatchRe
                       delivered=relay.told_time is not None,
                       late_start=run.began - step.job_start if step.job_start else 0.0)
     record.end(ended_with, ckpt, decision.reason, requeued=decision.requeue and run.requeue)
+    if record.fewer_workers():
+        _say(f"this run trained {record.fewer_workers()} (relaunched short of nodes, {settings.MIN_WORKERS})")
     outcome = _requeue_or_say(run, decision, since, relay.told_time, plain=not (relay.signal or status))
     if ended_with is None and not outcome.requeued:
         step.command.send(signal.SIGTERM)  # srun passes it on: its tasks end now, not killed at the limit
