@@ -78,6 +78,11 @@ def step_tasks(status: Optional[Mapping[str, Any]]) -> Tuple[Tuple[str, str], ..
     return tuple((str(row.get("role")), str(row.get("node"))) for row in task_rows(status)) if status else ()
 
 
+def worker_count(tasks: Sequence[Tuple[str, str]]) -> int:
+    """The workers among (role, node) tasks: what --min-workers counts (the ps, chief, evaluator are kept)."""
+    return sum(1 for role, _ in tasks if role == "worker")
+
+
 def decide(step_status: Optional[int], stopped: bool, lost: Sequence[str], ran_on: Sequence[str],
            allocation: Sequence[str], lost_before: Sequence[str], used: int, budget: int,
            limit_name: str = "--max-relaunches", *, tasks: Sequence[Tuple[str, str]] = (),
@@ -119,7 +124,7 @@ def _fewer(tasks: Sequence[Tuple[str, str]], kept: Sequence[str], spares: Sequen
     per_node = Counter(node for _, node in tasks)
     out = [per_node[node] for node in dict.fromkeys(node for _, node in tasks) if node in gone]
     dropped = sum(out[len(spares):])
-    workers = sum(1 for role, _ in tasks if role == "worker")
+    workers = worker_count(tasks)
     left = workers - dropped
     if left < max(min_workers, 1):
         return NoRelaunch(f"{short}; with fewer workers {max(left, 0)} of {workers} would be left, below "
@@ -128,4 +133,4 @@ def _fewer(tasks: Sequence[Tuple[str, str]], kept: Sequence[str], spares: Sequen
                     ntasks=len(tasks) - dropped, workers=left)
 
 
-__all__ = ["NoRelaunch", "Relaunch", "decide", "lost_nodes", "step_nodes", "step_tasks"]
+__all__ = ["NoRelaunch", "Relaunch", "decide", "lost_nodes", "step_nodes", "step_tasks", "worker_count"]

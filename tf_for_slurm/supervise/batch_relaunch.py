@@ -51,7 +51,7 @@ def relaunch_while_lost(step: Step, status: Optional[int], command: List[str], a
         hub = step.hub_status()
         tasks = relaunch.step_tasks(hub)
         if planned is None and tasks:
-            planned = sum(1 for role, _ in tasks if role == "worker")
+            planned = relaunch.worker_count(tasks)
             record.workers(planned, planned)
         stopped, errors = step.lost_words()
         choice = relaunch.decide(status, stopped, relaunch.lost_nodes(hub, errors), relaunch.step_nodes(hub),
