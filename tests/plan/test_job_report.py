@@ -87,8 +87,9 @@ def test_spans_and_marks_of_a_restart_a_hang_and_a_loss():
 def test_a_requeue_and_a_relaunch_from_batch_json_split_the_runs():
     batch = {"job": "9", "run": 2, "started_at": T + 200, "state": "running", "target": 500, "history": [
         {"run": 1, "started_at": T - 1, "ended_at": T + 100, "state": "requeued", "status": 42,
-         "decision": "requeue: checkpoint at step 300",
-         "relaunches": [{"at": T + 50, "lost": ["n2"], "nodes": ["n1", "n3"], "spares": [], "checkpoint": 100}]}]}
+         "decision": "requeue: checkpoint at step 300", "workers_planned": 3, "workers": 2,
+         "relaunches": [{"at": T + 50, "lost": ["n2"], "nodes": ["n1", "n3"], "spares": [], "checkpoint": 100,
+                         "workers": 2}]}]}
     r = report([line(0, "step_start"), line(1, "start", **w(0, 0, "n1")),
                 line(55, "step_start"), line(56, "start", **w(0, 0, "n1")),  # the relaunch: its end unrecorded
                 line(200, "step_start"), line(202, "start", **w(0, 0, "n1"))],
@@ -100,7 +101,7 @@ def test_a_requeue_and_a_relaunch_from_batch_json_split_the_runs():
     assert [(b.kind, b.at - T) for b in r.boundaries] == [("relaunch", 50), ("requeue", 100), ("run", 200)]
     kinds = [(m.kind, m.at - T) for m in r.marks if m.lane == JOB_LANE]
     assert kinds == [("start", 0), ("relaunch", 50), ("start", 55), ("requeue", 100), ("start", 200)]
-    assert "lost n2; relaunched on n1,n3, from checkpoint step 100" in r.boundaries[0].text
+    assert "lost n2; relaunched on n1,n3, 2 of 3 workers, from checkpoint step 100" in r.boundaries[0].text
     assert "2 run(s), 1 requeue(s), 1 relaunch(es)" in r.summary
 
 

@@ -304,6 +304,8 @@ def _batch_marks(runs: _Runs, with_ends: bool) -> Tuple[List[Mark], List[Boundar
                 continue
             text = (f"run {run}: lost {_nodes(x.get('lost'))}; relaunched on {_nodes(x.get('nodes'))}"
                     + (f" ({_nodes(x.get('spares'))} in place)" if x.get("spares") else "")
+                    + (f", {x['workers']} of {r.get('workers_planned', '?')} workers"
+                       if _int(x.get("workers")) is not None else "")
                     + (f", from checkpoint step {x['checkpoint']}" if _int(x.get("checkpoint")) is not None else ""))
             marks.append(Mark("relaunch", at, JOB_LANE, text))
             lines.append(Boundary("relaunch", at, text))
