@@ -7,20 +7,22 @@
 # The full command (no arguments) runs in two lanes, two pytest processes at once (tests/alone.py):
 #   the slurm lane:  the `slurm` tests one at a time on the local cluster, the time-limited jobs
 #                    first (1-minute allocations that must checkpoint, requeue and resume), the
-#                    scenario that restarts a slurmd and stops the controller last; then the old-TF pass;
+#                    scenario that restarts a slurmd and stops the controller last;
 #   the main lane:   meanwhile, the tests that are neither `tf` nor `slurm` side by side, at a lower
 #                    CPU priority (nice), so that the time-limited jobs' TensorFlow start-ups keep the
 #                    cores they need; then the `tf` tests one at a time, in a network of their own,
-#                    each waiting until the time-limited jobs are done.
+#                    each waiting until the time-limited jobs are done;
+#   then each lane takes chunks of the old-TF pass until none is left (old_tf_chunks below).
 # The Slurm tests mostly wait on Slurm (the requeue jobs kept 42% of the 2 cores busy over their 3
 # minutes), so the lanes fill each other's waits: one part after another took about 31 minutes on a
-# fresh clone, the lanes 26 (with that scenario in the first part, when the other lane waited for it). The slurm lane's output comes when both lanes ended; each part's seconds at the end.
+# fresh clone, the lanes 26 (with that scenario in the first part, when the other lane waited for
+# it). The slurm lane's output comes when both lanes ended; each part's seconds at the end.
 # (Tried: the old-TF pass beside the Slurm jobs that wait on 1-minute limits, at the same priority:
 # those jobs then needed more requeues, the preemption job 157 s instead of 95.)
 #
-# The old-TF pass: after the Slurm tests (or after the given tests), the TensorFlow tests (-m "tf
-# and not slurm") run again against the oldest TensorFlow we support (2.15.1, tf-keras 2.15.1) in a venv of their own (OLD_TF_VENV,
-# default .venv-tf2.15, made by `scripts/setup.sh --old-tf`); their subprocesses use that venv's
+# The old-TF pass: in the lanes' chunks (or after the given tests), the TensorFlow tests (-m "tf and
+# not slurm") run again against the oldest TensorFlow we support (2.15.1, tf-keras 2.15.1) in a venv
+# of their own (OLD_TF_VENV, default .venv-tf2.15, made by `scripts/setup.sh --old-tf`); their subprocesses use that venv's
 # python (the tests start sys.executable). It runs when no arguments are given, so the fast subset
 # and any run that picks tests stay as they were: OLD_TF_TESTS=1 runs it anyway (the given
 # arguments, then -m "tf and not slurm"), OLD_TF_TESTS=0 never. It leaves out the long scenarios
@@ -111,6 +113,20 @@ old_tf_pass() {
   if ((rc == 5 && $# > 0)); then rc=0; fi  # no `tf` test among the given arguments
   return "$rc"
 }
+# The lanes share the old-TF pass: each, once its own tests are done, claims the next of its chunks
+# (pytest --chunk K/N: every N-th test module, tests/conftest.py) until none is left, so that the lane
+# that ends first takes more (a mkdir claims a chunk: atomic). Its status is the worst chunk's.
+OLD_TF_CHUNKS=6
+old_tf_chunks() {
+  local rc=0 k r
+  for ((k = 0; k < OLD_TF_CHUNKS; k++)); do
+    mkdir "$lanes/chunk.$k" 2>/dev/null || continue
+    r=0
+    TFS_TESTS_LANE=tf old_tf_pass --chunk "$k/$OLD_TF_CHUNKS" || r=$?
+    if ((r > rc)); then rc=$r; fi
+  done
+  return "$rc"
+}
 status=0
 if (($# == 0)); then  # the full command: the two lanes (see the top)
   lanes=$(mktemp -d -t tf_slurm_lanes.XXXXXX)  # private (0700): the window's marks, the slurm lane's log
@@ -123,7 +139,7 @@ if (($# == 0)); then  # the full command: the two lanes (see the top)
     touch "$lanes/window/first-part-done"  # however it ended, the tf lane waits no more (tests/alone.py)
     slurm_s=$SECONDS
     old_rc=0
-    if ((old_tf)); then TFS_TESTS_LANE=tf old_tf_pass || old_rc=$?; fi
+    if ((old_tf)); then old_tf_chunks || old_rc=$?; fi
     echo "$rc $slurm_s $old_rc $((SECONDS - slurm_s))" >"$lanes/status"
   ) >"$lanes/slurm.log" 2>&1 &
   slurm_lane=$!
@@ -135,13 +151,19 @@ if (($# == 0)); then  # the full command: the two lanes (see the top)
   TFS_TESTS_LANE=tf "$venv/bin/python" -m pytest -ra --full --durations=40 -m "tf and not slurm" || rc=$?
   took "tf lane"
   if ((rc > status)); then status=$rc; fi
+  if ((old_tf)); then
+    old_tf_chunks || rc=$?
+    took "old TF chunks (main lane)"
+    if ((rc > status)); then status=$rc; fi
+  fi
   wait "$slurm_lane" || true
   took "waiting for the slurm lane"
   echo "test.sh: ===== the slurm lane's output, then the old-TF pass's =====" >&2
   cat "$lanes/slurm.log" >&2 || true
   read -r rc slurm_s old_rc old_s <"$lanes/status" || { rc=1 slurm_s=? old_rc=0 old_s=?; }
-  echo "test.sh: the slurm lane ended with status $rc after $slurm_s s, the old-TF pass with $old_rc after $old_s s" >&2
-  times+=("(slurm lane $slurm_s s, then old TF $old_s s)")
+  echo "test.sh: the slurm lane ended with status $rc after $slurm_s s, its old-TF chunks with $old_rc after" \
+       "$old_s s" >&2
+  times+=("(slurm lane $slurm_s s, then old TF chunks $old_s s)")
   for r in "$rc" "$old_rc"; do if ((r > status)); then status=$r; fi; done
   rm -rf "$lanes"
 else

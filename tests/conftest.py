@@ -169,6 +169,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     yield
     _leave_full_only(config, items)
+    _keep_chunk(config, items)
     if not hasattr(config, "workerinput"):  # one process: the background scenarios the run needs
         config.background_slurm = background_slurm.wanted(getattr(item, "fixturenames", ()) for item in items)
         if config.background_slurm:
@@ -188,6 +189,25 @@ def pytest_addoption(parser):
     parser.addoption("--full", action="store_true",
                      help="part of the full test command: keep the FULL_ONLY tests (`install`, `hostile`, "
                           "`templates`, `procs`) whatever -m says")
+    parser.addoption("--chunk", metavar="K/N", default=None,
+                     help="only the selected tests of every N-th module from the K-th (0-based; modules in name "
+                          "order): scripts/test.sh's lanes share the old-TF pass in chunks")
+
+
+def _keep_chunk(config, items):
+    """--chunk K/N: the tests of the modules whose index (in name order, among the selected) is K mod N."""
+    spec = config.getoption("chunk")
+    if not spec:
+        return
+    k, n = (int(x) for x in spec.split("/"))
+    if not 0 <= k < n:
+        raise pytest.UsageError(f"--chunk {spec}: expected K/N with 0 <= K < N")
+    modules = sorted({item.nodeid.split("::")[0] for item in items})
+    keep = {m for i, m in enumerate(modules) if i % n == k}
+    leave = [item for item in items if item.nodeid.split("::")[0] not in keep]
+    if leave:
+        config.hook.pytest_deselected(items=leave)
+        items[:] = [item for item in items if item.nodeid.split("::")[0] in keep]
 
 
 def _leave_full_only(config, items):
