@@ -4,8 +4,8 @@ It knows what any user knows (the hub's host and port, the job and step id) and 
 runs with `python3 -I` from `/`, so it imports nothing of ours.  Modes: `lines` (fake hellos,
 exits, ends, malformed and overlong lines, over and over; prints `cycle` before each round),
 `hold` (claims a rank and sends heartbeats), `flood` (never reads: acks would pile up), `junk`
-(about 1 MB/s), `idle` (1000 silent connections), `fakehub SECONDS` (takes the port first and
-answers like a hub).
+(about 1 MB/s), `idle` (1000 silent connections), `fakehub SECONDS [COUNT CAP]` (takes the port first
+and answers like a hub: for SECONDS, then until it answered COUNT connections, at most CAP s).
 """
 
 from __future__ import annotations
@@ -109,15 +109,15 @@ def idle(count=1000):  # connections that never say anything, reopened when drop
                 s.close()
                 socks.remove(s)
 
-def fakehub(seconds):  # takes the hub's port first and answers like a hub would
+def fakehub(seconds, count=0, cap=0.0):  # takes the hub's port first and answers like a hub would
     srv = socket.create_server(("", port))
     srv.settimeout(0.05)
     print("bound", flush=True)
     answers = [f"ok 0.2", "end 0 training is over", "regroup 0", f"restart 0", f"challenge {N} {'0' * 64}",
                "error duplicate-task"]
-    end = time.monotonic() + seconds
+    start = time.monotonic()
     i = 0
-    while time.monotonic() < end:
+    while time.monotonic() - start < seconds or (i < count and time.monotonic() - start < cap):
         try:
             c, _ = srv.accept()
         except OSError:
@@ -132,7 +132,7 @@ def fakehub(seconds):  # takes the hub's port first and answers like a hub would
     print("released", i, flush=True)
 
 if mode == "fakehub":
-    fakehub(float(sys.argv[5]))
+    fakehub(float(sys.argv[5]), *([int(sys.argv[6]), float(sys.argv[7])] if len(sys.argv) > 7 else []))
 else:
     {"lines": lines, "hold": hold, "flood": flood, "junk": junk, "idle": idle}[mode]()
 '''

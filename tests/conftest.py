@@ -196,7 +196,7 @@ def pytest_addoption(parser):
 
 def _keep_chunk(config, items):
     """--chunk K/N: the tests of the modules whose index (in name order, among the selected) is K mod N."""
-    spec = config.getoption("chunk")
+    spec = config.getoption("chunk", None)  # None: a pytest run inside a test, without this conftest's options
     if not spec:
         return
     k, n = (int(x) for x in spec.split("/"))

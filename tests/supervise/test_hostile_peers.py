@@ -61,7 +61,8 @@ def start_task(env: Dict[str, str], logs: Path) -> subprocess.Popen:
 
 def run_step(logs: Path, late: int, mode: Optional[str] = None) -> dict:
     """The step with task `late` starting LATE s after the others, and the attacker in `mode`
-    (started before any task; `fakehub` holds the hub's port for its first second)."""
+    (started before any task; `fakehub` holds the hub's port for its first second, and until it answered
+    two connections)."""
     logs.mkdir(parents=True, exist_ok=True)
     envs = task_envs(3)
     for env in envs:  # the hub's channel alone: the check before the command has its own attacker tests
@@ -71,7 +72,8 @@ def run_step(logs: Path, late: int, mode: Optional[str] = None) -> dict:
     evil = None
     answered = 0
     if mode == "fakehub":
-        evil = attacker(port, tag, mode, "1.0")
+        # its first second, and until it answered 2 connections (a loaded machine starts the spokes late), at most 20 s
+        evil = attacker(port, tag, mode, "1.0", "2", "20")
         assert evil.stdout is not None and evil.stdout.readline().strip() == "bound"  # before any task starts
     elif mode is not None:
         evil = attacker(port, tag, mode)

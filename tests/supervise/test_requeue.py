@@ -315,7 +315,10 @@ def test_batch_step_warning_requeues_at_the_margin(fake_slurm):
     told = re.search(r"(\d\d):(\d\d):(\d\d) passed SIGUSR1 on to the step", log)
     warned = re.search(r"(\d\d):(\d\d):(\d\d) SIGUSR1 \(", log)
     secs = [int(a) * 3600 + int(b) * 60 + int(c) for a, b, c in (warned.groups(), told.groups())]
-    assert 1 <= (secs[1] - secs[0]) % 86400 <= 4, log  # whole seconds: a wait of 1-2 s shows as 1 to 3
+    # the lines say when they were written, in whole seconds: the hold is `held` above; a loaded machine
+    # may write the first line late, in the second of the second (CI, the side-by-side tests niced beside
+    # the Slurm tests' jobs: both at 12:31:20 with held > 1 s)
+    assert 0 <= (secs[1] - secs[0]) % 86400 <= 4, log
     assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "77"]
     assert "requeued job 77" in log and "requeue 1 of at most 10" in log and "global step 300" in log
 
