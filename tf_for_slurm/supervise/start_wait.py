@@ -58,14 +58,18 @@ class StartWaitWatch:
     def look(self, phases: Mapping[int, Phase], tracks: Mapping[int, Track], watch: StepWatch, wall: float,
              mono: float) -> List[Tuple[int, bool]]:
         """The tasks to act on now: (rank, end it) — end: a fault's victim; else only its stacks."""
-        if self.trained or (self.name_after <= 0 and self.fault_after <= 0) or mono < self._next or watch.decided:
+        if self.trained or (self.name_after <= 0 and self.fault_after <= 0) or watch.decided:
             return []
-        self._next = mono + min(5.0, LOOK_EVERY + len(self.ranks) / 4000)
+        # a step made: the rule is over at once, not at the next look (status.json's `start` would
+        # outlive the first step of a step that ends within one look)
         start = self._start = self._start if self._start is not None else wall - (mono - watch.start)
         again = {rank: wall - (mono - t) for rank, t in watch.running_again.items()}
         if any((track.last_progress_at or 0.0) > again.get(r, start) for r, track in tracks.items()):
             self.trained, self.line, self.wait = True, None, None
             return []
+        if mono < self._next:
+            return []
+        self._next = mono + min(5.0, LOOK_EVERY + len(self.ranks) / 4000)
         running = [r for r in self.ranks if task_state(watch, r) == "running"]
         if any(r in running and again.get(r) == t for r, t in self._ending.items()):
             return []  # a fault's victim not yet gone: the wait it caused is not a new one
