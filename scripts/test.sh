@@ -4,11 +4,7 @@
 # 3-node cluster started by the tests' own harness). Arguments go to pytest, e.g.
 #   bash scripts/test.sh -m "not slurm and not tf"      (the fast subset)
 #
-# The full command (no arguments) runs the tests that are neither `tf` nor `slurm` side by side, then
-# the `tf` and `slurm` tests one at a time, then the old-TF pass (about 31 minutes on a fresh clone).
-# TEST_LANES=1 runs it in two lanes instead (about 25.5 minutes, 1528 s, on a fresh clone here), but
-# not by default yet: the side-by-side tests niced beside the Slurm jobs starved two `procs` tests
-# (real timers) in one of four runs. The lanes, two pytest processes at once (tests/alone.py):
+# The full command (no arguments) runs in two lanes, two pytest processes at once (tests/alone.py):
 #   the slurm lane:  the `slurm` tests one at a time on the local cluster, the time-limited jobs
 #                    first (1-minute allocations that must checkpoint, requeue and resume), the
 #                    scenario that restarts a slurmd and stops the controller last;
@@ -19,8 +15,9 @@
 #   then each lane takes chunks of the old-TF pass until none is left (old_tf_chunks below).
 # The Slurm tests mostly wait on Slurm (the requeue jobs kept 42% of the 2 cores busy over their 3
 # minutes), so the lanes fill each other's waits: one part after another took about 31 minutes on a
-# fresh clone, the lanes 26 (with that scenario in the first part, when the other lane waited for
-# it). The slurm lane's output comes when both lanes ended; each part's seconds at the end.
+# fresh clone, the lanes about 25. The slurm lane's output comes when both lanes ended; each part's
+# seconds at the end. TEST_LANES=0 runs one part after another instead: the side-by-side tests, then
+# the `tf` and `slurm` tests one at a time, then the old-TF pass (a run to read in order).
 # (Tried: the old-TF pass beside the Slurm jobs that wait on 1-minute limits, at the same priority:
 # those jobs then needed more requeues, the preemption job 157 s instead of 95.)
 #
@@ -132,7 +129,7 @@ old_tf_chunks() {
   return "$rc"
 }
 status=0
-if (($# == 0)) && [[ ${TEST_LANES:-0} == 1 ]]; then  # the full command in two lanes (see the top)
+if (($# == 0)) && [[ ${TEST_LANES:-1} != 0 ]]; then  # the full command in two lanes (see the top)
   lanes=$(mktemp -d -t tf_slurm_lanes.XXXXXX)  # private (0700): the window's marks, the slurm lane's log
   mkdir -m 700 "$lanes/window"
   export TFS_TESTS_WINDOW="$lanes/window"  # tests/alone.py: only the lanes' pytest runs use it

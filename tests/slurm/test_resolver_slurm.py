@@ -6,7 +6,8 @@ once with its fix line in `tf-slurm status`.
 
 The jobs of this module are submitted together where the cluster holds them (the module pays the
 longest path, not the sum):
-- `long`: submit, MWMS Keras fit, 2 nodes x 2 tasks, training until cancelled (it holds its ports);
+- `long`: submit, MWMS Keras fit, 2 nodes x 2 tasks, training until cancelled (it holds its ports),
+  paced (unpaced, its 4 workers kept the 2 cores busy and the module took 72-148 s);
 - `renaming`: the template, a host-renaming subclass, MWMS, node1 and node2 x 1 task, started once
   `long` trains there: it completes while `long` still runs (two jobs at once, by construction);
 - `tf1`: submit, TF1 ps/worker with jobs= and tasks_per_node=2, 2 nodes x 2 tasks: completes;
@@ -65,7 +66,7 @@ def jobs(slurm_cluster, tmp_path_factory):
     try:
         out["long"] = {"job": _submit(slurm_cluster, tmp, [
             "-N", "2", "--ntasks-per-node", "2", "--ps", "0", "--sbatch-arg=--nodelist=node1,node2", "-t", "10",
-            "--", PYTHON, str(SCRIPTS / "resolver_mwms_fit.py"), "--epochs", "1000000"])}
+            "--", PYTHON, str(SCRIPTS / "resolver_mwms_fit.py"), "--epochs", "1000000", "--pace", "0.2"])}
         out["tf1"] = {"job": _submit(slurm_cluster, tmp, [
             "-N", "2", "--ntasks-per-node", "2", "-t", "5", "--",
             PYTHON, str(SCRIPTS / "resolver_tf1_ps_worker.py"), "--steps", "100"])}

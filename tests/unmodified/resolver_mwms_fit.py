@@ -2,7 +2,10 @@
 it: the cluster comes from TensorFlow's SlurmClusterResolver with a fixed port_base, launched by
 `srun python train.py`, TF_CONFIG ignored.  Nothing here knows about tf_for_slurm.
 
-    python resolver_mwms_fit.py [--epochs E] [--steps-per-epoch S]
+    python resolver_mwms_fit.py [--epochs E] [--steps-per-epoch S] [--pace SECONDS]
+
+--pace sleeps that long after each batch (a test's pacing: a job that trains until cancelled leaves
+the cores to the others).
 """
 
 import argparse
@@ -13,6 +16,7 @@ import tensorflow as tf
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--steps-per-epoch", type=int, default=20)
+parser.add_argument("--pace", type=float, default=0.0)
 args = parser.parse_args()
 
 resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(port_base=15000)
@@ -30,6 +34,8 @@ with strategy.scope():
     model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
 
 print(f"{resolver.task_type} {resolver.task_id} training", flush=True)
-history = model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, verbose=0)
+pace = [tf.keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: time.sleep(args.pace))] \
+    if args.pace else []
+history = model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, verbose=0, callbacks=pace)
 print(f"{resolver.task_type} {resolver.task_id} done at {time.time():.3f} (loss {history.history['loss'][-1]:.4f})",
       flush=True)
