@@ -282,6 +282,18 @@ def test_status_lists_the_jobs_lost_nodes_relaunches_and_requeues_in_order(tmp_p
                        "run 2: lost node4; relaunched on node5, 2 of 3 workers"], lines
 
 
+def test_status_says_a_run_started_with_fewer_workers_than_its_role_list(tmp_path, monkeypatch):
+    """issue 43 item 4: Slurm's --nodes=MIN-MAX started the run on fewer nodes than the list names."""
+    monkeypatch.setenv("TF_SLURM_JOB_DIR", str(tmp_path))
+    monkeypatch.delenv("TF_SLURM_STATUS_FILE", raising=False)
+    record = BatchRecord("97", 0, 10, None, None, None, say=pytest.fail)
+    record.workers(3, 2, first=True)
+    assert record.fewer_workers() == "with 2 of 3 workers"
+    lines = render(gather(str(tmp_path), "97", lambda job: JobAnswer()), time.time()).splitlines()
+    history = [line.split(" ", 3)[3] for line in lines if line.startswith("  ")]
+    assert history == ["run 1: started with 2 of 3 workers (an allocation smaller than the role list)"], lines
+
+
 DOWN = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"  # Slurm 22.05, exit 1
 
 

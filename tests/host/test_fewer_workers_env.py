@@ -34,3 +34,34 @@ def test_more_than_the_list_has_is_one_error():
     env = step_env("node1", "1", TF_SLURM_TASKS="worker,ps", TF_SLURM_FEWER_WORKERS="1")
     with pytest.raises(PlanError, match="TF_SLURM_TASKS"):
         plan_from_env(env, check=False)
+
+
+# issue 43 item 4: Slurm's --nodes=MIN-MAX started the job on fewer nodes than the role list names
+def test_an_allocation_smaller_than_the_list_trains_with_fewer_workers_when_allowed():
+    env = step_env("node[1-2]", "1(x2)", TF_SLURM_TASKS="worker,ps,worker", TF_SLURM_MIN_WORKERS="1")
+    plan = plan_from_env(env, check=False)
+    assert _roles(plan) == [("worker", "node1"), ("ps", "node2")]
+    assert dict(plan.details)["workers_left_out"] == 1
+    assert plan.notes[-1] == ("TF_SLURM_TASKS names 3 roles for the step's 2 tasks (an allocation smaller than "
+                              "asked): its last 1 worker(s) left out (TF_SLURM_MIN_WORKERS allows it)")
+
+
+def test_without_the_minimum_the_list_must_fit_as_before():
+    env = step_env("node[1-2]", "1(x2)", TF_SLURM_TASKS="worker,ps,worker")
+    with pytest.raises(PlanError, match=r"TF_SLURM_TASKS has 3 roles: expected one per task of the step \(2 tasks\)"):
+        plan_from_env(env, check=False)
+
+
+def test_never_below_the_minimum():
+    env = step_env("node[1-2]", "1(x2)", TF_SLURM_TASKS="worker,ps,worker", TF_SLURM_MIN_WORKERS="2")
+    with pytest.raises(PlanError, match="below TF_SLURM_MIN_WORKERS 2"):
+        plan_from_env(env, check=False)
+
+
+def test_a_relaunch_of_a_smaller_allocation_leaves_out_what_batch_step_counted():
+    # 4 workers listed, the allocation had room for 3 (1 left out); a node lost: batch-step counts from
+    # the list's 4 and asks for 2 fewer, the step has 2 tasks
+    env = step_env("node[1-2]", "1(x2)", TF_SLURM_TASKS="worker,worker,worker,worker", TF_SLURM_MIN_WORKERS="1",
+                   TF_SLURM_FEWER_WORKERS="2")
+    plan = plan_from_env(env, check=False)
+    assert _roles(plan) == [("worker", "node1"), ("worker", "node2")] and "workers_left_out" not in dict(plan.details)

@@ -105,6 +105,14 @@ def test_a_requeue_and_a_relaunch_from_batch_json_split_the_runs():
     assert "2 run(s), 1 requeue(s), 1 relaunch(es)" in r.summary
 
 
+def test_a_run_started_with_fewer_workers_than_its_role_list_says_so():
+    batch = {"job": "9", "run": 1, "started_at": T + 1, "state": "running", "workers_planned": 3, "workers": 2,
+             "workers_at_start": 2}
+    r = report([line(0, "step_start"), line(1, "start", **w(0, 0, "n1"))], status(state="running",
+               updated_at=T + 30), batch)
+    assert [(b.kind, b.at - T, b.text) for b in r.boundaries] == [("run", 1, "run 1 started with 2 of 3 workers")]
+
+
 def test_without_a_timeline_status_json_gives_this_runs_spans_and_marks():
     rows = [[0, "ps", 0, "n1", "ended", 0, 0, None], [1, "worker", 0, "n2", "exited", 0, 2, None],
             [2, "worker", 1, "n3", "lost", 69, 0, None]]

@@ -195,3 +195,12 @@ def test_a_lost_worker_the_step_went_on_without_is_listed_with_its_time_and_the_
     assert first.endswith(f"ended with status 0 after 91.0 s: training is over; finished with 2 of 3 workers "
                           f"(worker 1 on n3 lost at {at})"), first
     assert "1 lost: worker 1 (rank 3, n3)" in summary_lines(s)[-1]
+
+
+def test_the_workers_the_allocation_had_no_room_for_are_kept_for_batch_step():
+    """issue 43: a role list fitted to a smaller allocation (plan.roles.fitted_to_step): batch-step
+    counts the list's workers, those left out too (plan.relaunch.left_out)."""
+    roles, w = watch()
+    assert "workers_left_out" not in snap(w, roles)
+    s = snapshot(TASKS, w, roles, job="77", step="0", mono=100.0, wall=WALL, left_out=2)
+    assert s["workers_left_out"] == 2

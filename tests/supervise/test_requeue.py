@@ -246,6 +246,7 @@ trap 'date +%s.%N > "$FAKE_DIR/told"
 trap 'echo TERM > "$FAKE_DIR/termed"; date +%s.%N > "$FAKE_DIR/told"
       echo "model_checkpoint_path: \\"model.ckpt-$FAKE_STEP\\"" > "$FAKE_DIR/checkpoint"; exit 0' TERM
 echo $$ > "$FAKE_DIR/srun.pid"
+echo "${TF_SLURM_MIN_WORKERS:-unset}" > "$FAKE_DIR/min_workers"
 echo started > "$FAKE_DIR/started"
 for i in $(seq 1 ${FAKE_LOOPS:-40}); do sleep 0.1; done
 echo "model_checkpoint_path: \\"model.ckpt-$FAKE_TARGET\\"" > "$FAKE_DIR/checkpoint"
@@ -421,6 +422,16 @@ def test_batch_step_without_a_signal_ends_with_the_steps_status(fake_slurm):
     rc, log = _batch_step(tmp_path, {**env, "FAKE_LOOPS": "2"})  # the stand-in step ends by itself after 0.2 s
     assert rc == 0 and "without a time-limit warning" in log and "srun exit status 0" in log, log
     assert not (tmp_path / "scontrol.args").exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("extra,seen", [((), "unset"), (("--min-workers", "2"), "2")])
+def test_batch_step_gives_the_step_its_minimum_of_workers(fake_slurm, extra, seen):
+    """The tasks plan a role list longer than a smaller allocation with the same minimum (issue 43)."""
+    tmp_path, env = fake_slurm
+    env.pop("TF_SLURM_MIN_WORKERS", None)
+    rc, log = _batch_step(tmp_path, {**env, "FAKE_LOOPS": "2"}, None, *extra)
+    assert rc == 0 and (tmp_path / "min_workers").read_text().strip() == seen, log
 
 
 @pytest.mark.timeout(60)

@@ -162,6 +162,10 @@ def run_history(batch: Mapping[str, Any]) -> List[str]:
     for run in [*(batch.get("history") or []), batch]:
         if not isinstance(run, Mapping):
             continue
+        began, planned = run.get("workers_at_start"), run.get("workers_planned")
+        if type(began) is int and type(planned) is int and began < planned:
+            lines.append(f"{_clock(run.get('started_at'))} run {run.get('run', '?')}: started with {began} of "
+                         f"{planned} workers (an allocation smaller than the role list)")
         for r in run.get("relaunches") or []:
             spares = f", {','.join(r.get('spares') or [])} in place" if r.get("spares") else ""
             fewer = (f", {r['workers']} of {run.get('workers_planned', '?')} workers"

@@ -9,7 +9,8 @@ import json
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Tuple
 
 from tf_for_slurm.errors import PlanError, UsageError, bad_value
 from tf_for_slurm.host import settings, slurm
@@ -135,6 +136,25 @@ def _fewer_workers(env: Mapping[str, str], tasks: Optional[Sequence[str]],
     return roles_mod.without_workers(tasks, fewer, names.get("tasks", "ListOfTFTasks"))
 
 
+def _fitted(env: Mapping[str, str], tasks: Optional[Sequence[str]], step: SlurmStep,
+            names: Mapping[str, str]) -> Tuple[Optional[Sequence[str]], int]:
+    """The role list fitted to a step with fewer tasks than it names (plan.roles.fitted_to_step, when
+    TF_SLURM_MIN_WORKERS allows fewer workers), and how many workers that left out."""
+    if tasks is None or step.components:
+        return tasks, 0
+    return roles_mod.fitted_to_step(tasks, sum(step.tasks_per_node), settings.integer(
+        env, settings.MIN_WORKERS, minimum=1), names.get("tasks", "ListOfTFTasks"), settings.MIN_WORKERS)
+
+
+def _fitted_note(plan: ClusterPlan, left_out: int, names: Mapping[str, str]) -> ClusterPlan:
+    """The plan with a note (the hub logs it) and a detail (its status.json keeps it) on the workers
+    the role list names that the smaller allocation had no task for."""
+    return replace(plan, notes=plan.notes + (
+        f"{names.get('tasks', 'ListOfTFTasks')} names {plan.size + left_out} roles for the step's {plan.size} "
+        f"tasks (an allocation smaller than asked): its last {left_out} worker(s) left out "
+        f"({settings.MIN_WORKERS} allows it)",), details=plan.details + (("workers_left_out", left_out),))
+
+
 def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Sequence[str]] = None,
                   ps: Optional[int] = None, placement: Optional[str] = None, chief: bool = False,
                   address: Optional[str] = None, node_addresses: Optional[Mapping[str, str]] = None,
@@ -164,6 +184,7 @@ def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Se
     if tasks is None and ps is None and component_roles is None:
         ps, names["ps"] = settings.integer(env, settings.PS), settings.PS
     tasks = _fewer_workers(env, tasks, names)
+    tasks, left_out = _fitted(env, tasks, step, names)
     if placement is None and settings.text(env, settings.PLACEMENT):
         placement, names["placement"] = settings.text(env, settings.PLACEMENT), settings.PLACEMENT
     chief = chief or settings.flag(env, settings.CHIEF)
@@ -187,6 +208,8 @@ def plan_from_env(env: Optional[Mapping[str, str]] = None, *, tasks: Optional[Se
     plan = build_plan(step, roles, address=policy, port_scope=settings.text(env, settings.PORT_SCOPE) or "auto",
                       base_port=settings.integer(env, settings.BASE_PORT), node_addresses=node_addresses,
                       names=PLAN_NAMES, me_hint=ME_HINT)
+    if left_out:
+        plan = _fitted_note(plan, left_out, names)
     if check and plan.my_rank is not None:
         me = plan.me
         check_resolvable(me.host, f"{me.role}:{me.index} (rank {me.rank}, node {me.node})")

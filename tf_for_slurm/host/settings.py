@@ -121,9 +121,10 @@ PREFLIGHT_TIMEOUT = _setting("TF_SLURM_PREFLIGHT_TIMEOUT", "seconds", "30", "how
 MAX_REQUEUES = _setting("TF_SLURM_MAX_REQUEUES", "int", "10", "batch-step: requeues allowed")
 MAX_RELAUNCHES = _setting("TF_SLURM_MAX_RELAUNCHES", "int", "2", "batch-step: times a step that lost a node is "
                           "started again at once on the allocation's healthy nodes (then: requeue decision)")
-MIN_WORKERS = _setting("TF_SLURM_MIN_WORKERS", "int", None, "batch-step: with too few healthy nodes left for a "
-                       "relaunch, the step starts again with fewer workers, down to this many (unset: the planned "
-                       "count, never fewer; `tf-slurm submit --min-workers`)")
+MIN_WORKERS = _setting("TF_SLURM_MIN_WORKERS", "int", None, "the fewest workers a step goes on with: batch-step "
+                       "starts a step short of healthy nodes again with fewer workers, and a role list longer than "
+                       "the allocation loses its last ones, down to this many (unset: the planned count, never "
+                       "fewer; `tf-slurm submit --min-workers`)")
 SPARE_NODES = _setting("TF_SLURM_SPARE_NODES", "int", "0", "batch-step: nodes of the allocation the first step "
                        "leaves free, to take a lost node's place (`tf-slurm submit --spare-nodes`)")
 WARN_MARGIN = _setting("TF_SLURM_WARN_MARGIN", "int", "60", "batch-step: seconds before the time limit at "

@@ -296,8 +296,11 @@ def _batch_marks(runs: _Runs, with_ends: bool) -> Tuple[List[Mark], List[Boundar
     for r in runs.runs:
         run, started, ended = r["run"], _num(r.get("started_at")), _num(r.get("ended_at"))
         decision = _text(r.get("decision")) or "?"
-        if started is not None and run > 1:
-            lines.append(Boundary("run", started, f"run {run} started"))
+        began, planned = _int(r.get("workers_at_start")), _int(r.get("workers_planned"))
+        short = f" with {began} of {planned} workers" if began is not None and planned is not None \
+            and began < planned else ""
+        if started is not None and (run > 1 or short):
+            lines.append(Boundary("run", started, f"run {run} started{short}"))
         for x in r.get("relaunches") or []:
             at = _num(x.get("at")) if isinstance(x, Mapping) else None
             if at is None:

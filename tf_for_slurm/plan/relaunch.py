@@ -83,6 +83,13 @@ def worker_count(tasks: Sequence[Tuple[str, str]]) -> int:
     return sum(1 for role, _ in tasks if role == "worker")
 
 
+def left_out(status: Optional[Mapping[str, Any]]) -> int:
+    """The workers the user's role list names that the step had no task for (an allocation smaller
+    than asked: plan.roles.fitted_to_step), from the hub's status; 0 when none or unknown."""
+    value = (status or {}).get("workers_left_out")
+    return value if type(value) is int and value > 0 else 0
+
+
 def decide(step_status: Optional[int], stopped: bool, lost: Sequence[str], ran_on: Sequence[str],
            allocation: Sequence[str], lost_before: Sequence[str], used: int, budget: int,
            limit_name: str = "--max-relaunches", *, tasks: Sequence[Tuple[str, str]] = (),
@@ -133,4 +140,4 @@ def _fewer(tasks: Sequence[Tuple[str, str]], kept: Sequence[str], spares: Sequen
                     ntasks=len(tasks) - dropped, workers=left)
 
 
-__all__ = ["NoRelaunch", "Relaunch", "decide", "lost_nodes", "step_nodes", "step_tasks", "worker_count"]
+__all__ = ["NoRelaunch", "Relaunch", "decide", "left_out", "lost_nodes", "step_nodes", "step_tasks", "worker_count"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence, Tuple
 
 from tf_for_slurm.errors import PlanError, bad_value
 
@@ -49,6 +49,26 @@ def without_workers(list_of_tasks: Sequence[object], count: int, name: str = "Li
     for i in reversed(at[len(at) - count:]):
         del out[i]
     return out
+
+
+def fitted_to_step(list_of_tasks: Sequence[object], ntasks: int, min_workers: Optional[int],
+                   name: str = "ListOfTFTasks", min_name: str = "min_workers") -> Tuple[list, int]:
+    """(the role list, workers left out) for a step with fewer tasks than the list names: an allocation
+    smaller than asked (Slurm's --nodes=MIN-MAX started it on fewer nodes) trains with fewer workers, its
+    last ones left out, when at least `min_workers` stay.  None (the default: the user did not allow
+    fewer) and a list that fits are returned as they are (roles_from_list says what is wrong)."""
+    if isinstance(list_of_tasks, str):
+        list_of_tasks = [r for r in list_of_tasks.split(",") if r.strip()]
+    out = list(list_of_tasks)
+    excess = len(out) - ntasks
+    if min_workers is None or excess <= 0:
+        return out, 0
+    workers = sum(1 for r in out if isinstance(r, str) and r.strip().lower() == "worker")
+    if workers - excess < max(min_workers, 1):
+        raise PlanError(f"{name} has {len(out)} roles for the step's {ntasks} tasks: leaving {excess} of its "
+                        f"{workers} workers out would leave {max(workers - excess, 0)}, below {min_name} "
+                        f"{min_workers}")
+    return without_workers(out, excess, name), excess
 
 
 def validate_roles(roles: Sequence[str], name: str = "ListOfTFTasks") -> None:

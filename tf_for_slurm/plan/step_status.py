@@ -48,7 +48,8 @@ def _status_of(watch: StepWatch, rank: int) -> Optional[int]:
 def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: str, step: str,
              mono: float, wall: float, over: bool = False, detail: Optional[str] = None,
              progress: Optional[Mapping[str, Any]] = None,
-             hangs: Iterable[Mapping[str, Any]] = (), start: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+             hangs: Iterable[Mapping[str, Any]] = (), start: Optional[Mapping[str, Any]] = None,
+             left_out: int = 0) -> Dict[str, Any]:
     """The step as a JSON-ready dict (`tasks`: anything with rank, role, index, node).
 
     mono/wall: the same instant on the hub's monotonic clock and on the wall clock; over: the hub
@@ -56,7 +57,9 @@ def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: s
     log (plan.failure_words.why_from_log), when known; progress: each reporting task's training
     progress by rank (as text), from its reports (plan.train_progress.Track.to_json); hangs: the
     tasks the hub found hung (rank, at, detail: supervise.hang_watch), the last ones; start: while no
-    step was made, each running task's start-up phase and the wait the hub named (supervise.start_wait)."""
+    step was made, each running task's start-up phase and the wait the hub named (supervise.start_wait);
+    left_out: the workers the user's role list names that the step has no task for (an allocation
+    smaller than asked, plan.roles.fitted_to_step)."""
     def at(t: Optional[float]) -> Optional[float]:
         return None if t is None else round(wall - (mono - t), 3)
 
@@ -95,6 +98,7 @@ def snapshot(tasks: Iterable[Any], watch: StepWatch, roles: StepRoles, *, job: s
         "counts": counts, "columns": list(COLUMNS), "tasks": rows, "progress": dict(progress or {}),
         "hangs": [dict(h) for h in hangs],
         **({"start": dict(start)} if start else {}),
+        **({"workers_left_out": left_out} if left_out else {}),
         "running_again": {str(r): at(t) for r, t in watch.running_again.items()},  # a restarted task's new start
     }
 

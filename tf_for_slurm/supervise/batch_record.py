@@ -20,7 +20,8 @@ from tf_for_slurm.plan.requeue import checkpoint_step
 
 MAX_HISTORY = 100  # earlier runs kept (a job requeued more often keeps its last ones)
 _CARRIED = ("run", "started_at", "ended_at", "state", "status", "decision", "relaunches", "step", "checkpoint",
-            "checkpoint_at_start", "slurm_submit", "slurm_start", "workers_planned", "workers")
+            "checkpoint_at_start", "slurm_submit", "slurm_start", "workers_planned", "workers",
+            "workers_at_start")
 
 
 def read_checkpoint_step(directory: Optional[str]) -> Optional[int]:
@@ -86,9 +87,10 @@ class BatchRecord:
             entry["workers"] = workers
         self._write(relaunches=[*self.data.get("relaunches", []), entry])
 
-    def workers(self, planned: int, now: int) -> None:
-        """The step's workers: as planned, and in the step that runs now (fewer after a relaunch short of nodes)."""
-        self._write(workers_planned=planned, workers=now)
+    def workers(self, planned: int, now: int, first: bool = False) -> None:
+        """The step's workers: as planned, and in the step that runs now (fewer after a relaunch short of
+        nodes; `first`: the run's first step, fewer when the allocation was smaller than the role list)."""
+        self._write(workers_planned=planned, workers=now, **({"workers_at_start": now} if first else {}))
 
     def fewer_workers(self) -> str:
         """'with 2 of 3 workers from global step 1200' when this run ended with fewer workers than planned

@@ -46,13 +46,13 @@ def relaunch_while_lost(step: Step, status: Optional[int], command: List[str], a
                         say: Callable[[str], None]) -> Tuple[Any, Optional[int]]:
     """The last step and its status.  `again(extra_env, srun)` starts the next step and waits for it."""
     lost_before: List[str] = []
-    planned: Optional[int] = None  # the first step's workers
+    planned: Optional[int] = None  # the workers the first step was planned with
     while True:
         hub = step.hub_status()
         tasks = relaunch.step_tasks(hub)
-        if planned is None and tasks:
-            planned = relaunch.worker_count(tasks)
-            record.workers(planned, planned)
+        if planned is None and tasks:  # the role list's workers, those the allocation had no room for too
+            planned = relaunch.worker_count(tasks) + relaunch.left_out(hub)
+            record.workers(planned, relaunch.worker_count(tasks), first=True)
         stopped, errors = step.lost_words()
         choice = relaunch.decide(status, stopped, relaunch.lost_nodes(hub, errors), relaunch.step_nodes(hub),
                                  allocation, lost_before, len(record.data.get("relaunches", [])), budget.relaunches,

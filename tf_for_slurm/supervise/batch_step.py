@@ -104,7 +104,7 @@ class _Step:
         self.retired = False  # a relaunch replaced this srun: its timers do nothing when they fire
         self.ended_at: Optional[float] = None  # wall clock when srun returned
         self.job_start: Optional[float] = None  # the job's StartTime (this run's), once squeue said it
-        self.extra_env: Dict[str, str] = {}  # for srun's environment (a relaunch with fewer workers says so)
+        self.extra_env: Dict[str, str] = {}  # for srun's environment (the minimum of workers; a relaunch's fewer)
 
     def start(self, command: List[str]) -> None:
         """Start srun (OSError when it cannot run)."""
@@ -319,8 +319,9 @@ def _conclude(run: _Run, step: _Step, ended_with: Optional[int], record: BatchRe
                       delivered=relay.told_time is not None,
                       late_start=run.began - step.job_start if step.job_start else 0.0)
     record.end(ended_with, ckpt, decision.reason, requeued=decision.requeue and run.requeue)
-    if record.fewer_workers():
-        _say(f"this run trained {record.fewer_workers()} (relaunched short of nodes, {settings.MIN_WORKERS})")
+    fewer = record.fewer_workers()
+    if fewer:
+        _say(f"this run trained {fewer} (short of nodes, {settings.MIN_WORKERS})")
     outcome = _requeue_or_say(run, decision, since, relay.told_time, plain=not (relay.signal or status))
     if ended_with is None and not outcome.requeued:
         step.command.send(signal.SIGTERM)  # srun passes it on: its tasks end now, not killed at the limit
@@ -360,12 +361,15 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
         _say(f"run {restarts + 1} of job {job} (requeued {restarts} time(s); checkpoint at {run.start_step})")
     record = BatchRecord(job, restarts, max_requeues, target, checkpoint_dir, run.start_step, say=_say)
     step = _Step(job, warn_margin, start_grace, controller_wait, record.slurm_times)
+    # the tasks plan a role list longer than a smaller allocation allows with the same minimum (host.environment)
+    fewest = {settings.MIN_WORKERS: str(min_workers)} if min_workers is not None else {}
+    step.extra_env = dict(fewest)
     first = with_nodes(command, len(allocation) - spare_nodes) if spare_nodes else command
     status = _run_srun(step, first, warn_file)
     if max_relaunches:
         def again(extra_env: Dict[str, str], srun: List[str]) -> Tuple[_Step, Optional[int]]:
             new = _Step(job, warn_margin, start_grace, controller_wait, record.slurm_times)
-            new.extra_env = extra_env
+            new.extra_env = {**fewest, **extra_env}
             return new, _run_srun(new, srun, warn_file)
 
         step, status = relaunch_while_lost(step, status, command, allocation, record, Budget(

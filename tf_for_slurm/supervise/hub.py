@@ -227,7 +227,8 @@ class Hub:
         wall = time.time()
         return snapshot(self.plan.tasks, watch, self.roles, job=self.plan.job_id, step=self.plan.step_id,
                         mono=time.monotonic(), wall=wall, over=over, detail=detail, progress=self.board.to_json(wall),
-                        hangs=self.hangs.record, start=self.starts.to_json())
+                        hangs=self.hangs.record, start=self.starts.to_json(),
+                        left_out=int(dict(self.plan.details).get("workers_left_out", 0)))
 
     def _write_status(self, watch: StepWatch, now: float, final: Optional[Dict[str, Any]] = None) -> None:
         if self.status is not None:

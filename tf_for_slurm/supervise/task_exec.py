@@ -213,6 +213,8 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
     me = plan.me
     roles = step_roles(plan.tasks, strategy, source)
     log.info("%s", roles.rule)
+    if me.rank == roles.chief_rank and dict(plan.details).get("workers_left_out"):
+        log.info("%s", plan.notes[-1])  # the role list fitted to a smaller allocation (host.environment)
     supervised = plan.size > 1 and supervise
     key = step_key(env, f"{plan.job_id}.{plan.step_id}") if supervised else b""
     if supervised and settings.flag(env, settings.PREFLIGHT):  # every planned address answers, or one line
