@@ -47,7 +47,9 @@ SPARE_NODES="${SPARE_NODES:-${TF_SLURM_SPARE_NODES:-0}}"  # the allocation's las
 MAX_RELAUNCHES="${MAX_RELAUNCHES:-${TF_SLURM_MAX_RELAUNCHES:-2}}"  # a step that lost a node starts again at
                                         # once on the healthy nodes (then: requeue), at most this often
 MIN_WORKERS="${MIN_WORKERS:-${TF_SLURM_MIN_WORKERS:-}}"  # with no healthy node left to replace a lost
-                                        # one, go on with fewer workers, down to this many (empty: never)
+                                        # one, go on with fewer workers, down to this many (empty: never);
+                                        # also when Slurm gave fewer nodes than TASKS lists: --nodes=MIN-MAX
+                                        # with the --ntasks line deleted runs a task on each node it gives
 TRAIN_SCRIPT="${1:-${TRAIN_SCRIPT:-}}"  # first argument, else TRAIN_SCRIPT
 TARGET="${TARGET:-}"                    # the step target your script checkpoints to (global step in the
                                         # checkpoint names): reached = no requeue

@@ -31,13 +31,20 @@ def test_spare_nodes_leave_the_allocations_last_nodes_out_of_the_step():
         batch_settings(ENV, num_ps="0", spare_nodes=3)
 
 
+def test_a_job_given_nodes_alone_runs_a_task_on_each_node_it_got():
+    """sbatch -N 3, or --nodes=2-3 started on 2 (measured on Slurm 22.05: no SLURM_NTASKS, TASKS_PER_NODE 1(xN))."""
+    env = {k: v for k, v in ENV.items() if k != "SLURM_NTASKS"}
+    assert batch_settings({**env, "SLURM_TASKS_PER_NODE": "1(x2)"}, num_ps="0")["NTASKS"] == 2
+    assert batch_settings({**env, "SLURM_TASKS_PER_NODE": "1(x3)"}, num_ps="1")["NUM_WORKERS"] == 2
+
+
 @pytest.mark.parametrize("env,kwargs,needle", [
     ({"SLURM_NTASKS": "a[$(touch x)]"}, {}, "SLURM_NTASKS='a[$(touch x)]'"),
     ({"SLURM_NTASKS": "+6"}, {}, "SLURM_NTASKS='+6'"),
     ({"SLURM_NTASKS": "6_0"}, {}, "SLURM_NTASKS='6_0'"),
     ({"SLURM_NTASKS": "٦"}, {}, "SLURM_NTASKS='٦'"),
     ({"SLURM_NTASKS": "0"}, {}, "SLURM_NTASKS='0': expected an integer in 1-"),
-    ({"SLURM_NTASKS": ""}, {}, "SLURM_NTASKS is not set"),
+    ({"SLURM_NTASKS": "", "SLURM_TASKS_PER_NODE": ""}, {}, "SLURM_NTASKS is not set: expected sbatch --ntasks"),
     ({"SLURM_CPUS_PER_TASK": "`id`"}, {}, "SLURM_CPUS_PER_TASK='`id`'"),
     ({"SLURM_TASKS_PER_NODE": "PATH[$(id)]"}, {}, "SLURM_TASKS_PER_NODE='PATH[$(id)]'"),
     ({}, {"num_ps": "6"}, "NUM_PS=6 leaves no worker in 6 tasks"),

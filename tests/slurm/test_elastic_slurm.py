@@ -119,18 +119,25 @@ def test_tf1_job_whose_ps_node_is_lost_goes_on_with_the_ps_on_a_healthy_node(slu
 
 @pytest.mark.timeout(420)
 def test_a_job_started_on_fewer_nodes_than_asked_trains_with_fewer_workers(slurm_cluster, tmp_path):
-    """`sbatch --nodes=2-3` while node3 is drained (busy elsewhere): Slurm starts the job on 2 nodes; the
+    """The template with `#SBATCH --nodes=2-3` and no --ntasks (a task on each node Slurm gives; with
+    --ntasks-per-node sbatch asks for MIN x K tasks and Slurm gives MIN nodes, measured) while node3 is
+    drained (busy elsewhere): Slurm starts the job on 2 nodes; the
     role list TASKS=worker,worker,worker loses its last worker (MIN_WORKERS=2 allows it) and the MWMS
     `fit` trains on 2 workers to the end; the run's end line and batch.json say 2 of 3 (issue 43 item 4)."""
     env = {"PYTHON": PYTHON, "PYTHONPATH": str(REPO), "TASKS": "worker,worker,worker", "MIN_WORKERS": "2",
            "IB": "NoIB", "TF_CPP_MIN_LOG_LEVEL": "2", "MODEL_DIR": str(tmp_path / "model"),
            "TF_SLURM_JOBS_ROOT": str(tmp_path)}
+    # the user's copy of the template: --nodes=2-3 and no --ntasks line (a task on each node Slurm gives)
+    template = tmp_path / "tf_slurm_job.sh"
+    text = (REPO / "scripts" / "tf_slurm_job.sh").read_text()
+    assert "#SBATCH --nodes=3\n#SBATCH --ntasks=3\n" in text
+    template.write_text(text.replace("#SBATCH --nodes=3\n#SBATCH --ntasks=3\n", "#SBATCH --nodes=2-3\n"))
+    env["TF_SLURM_REPO"] = str(REPO)
     drained = slurm_cluster.run(["scontrol", "update", "NodeName=node3", "State=DRAIN", "Reason=tfs-test-busy"],
                                 timeout=30)
     assert drained.returncode == 0, drained.stderr
     try:
-        res = slurm_cluster.run(["sbatch", "--parsable", "--nodes=2-3", "--ntasks-per-node=1", "-o",
-                                 str(tmp_path / "job-%j.out"), str(REPO / "scripts" / "tf_slurm_job.sh"), str(SCRIPT),
+        res = slurm_cluster.run(["sbatch", "--parsable", "-o", str(tmp_path / "job-%j.out"), str(template), str(SCRIPT),
                                  "--backup-dir", str(tmp_path / "backup"), "--epochs", "2"],
                                 timeout=60, env=env, cwd=str(tmp_path))
         assert res.returncode == 0, res.stderr

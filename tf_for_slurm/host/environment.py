@@ -142,7 +142,7 @@ def _fitted(env: Mapping[str, str], tasks: Optional[Sequence[str]], step: SlurmS
     TF_SLURM_MIN_WORKERS allows fewer workers), and how many workers that left out."""
     if tasks is None or step.components:
         return tasks, 0
-    return roles_mod.fitted_to_step(tasks, sum(step.tasks_per_node), settings.integer(
+    return roles_mod.fitted_to_step(tasks, step.ntasks, settings.integer(
         env, settings.MIN_WORKERS, minimum=1), names.get("tasks", "ListOfTFTasks"), settings.MIN_WORKERS)
 
 

@@ -49,17 +49,22 @@ def job_counts(*, ntasks: Optional[str], cpus_per_task: Optional[str], tasks_per
     """(tasks, CPUs per task, workers, tasks on the busiest node) from the job's values as text; with
     `spare_nodes`, of the step that leaves the allocation's last nodes free (a lost node's replacements).
 
-    Unset or empty `cpus_per_task` is 1 and `tasks_per_node` is every task on one node.  `names`
+    Unset or empty `cpus_per_task` is 1 and `tasks_per_node` is every task on one node; unset `ntasks`
+    (sbatch -N alone, or -N MIN-MAX) is what `tasks_per_node` counts: a task on each node Slurm gave.  `names`
     says where the values came from ({'ntasks': ..., 'cpus_per_task': ..., 'tasks_per_node': ...}),
     for the messages; NUM_PS is the templates' own setting.
     """
     names = names or {}
     nt_name = names.get("ntasks", "ntasks")
-    if not ntasks:
-        raise UsageError(f"{nt_name} is not set: expected sbatch --ntasks (or -n)")
-    count = strict_int(ntasks, nt_name, 1, MAX_TASKS)
+    if not ntasks and not tasks_per_node:
+        raise UsageError(f"{nt_name} is not set: expected sbatch --ntasks (or -n) or --nodes (or -N)")
     cpus = strict_int(cpus_per_task or "1", names.get("cpus_per_task", "cpus_per_task"), 1, 1 << 20)
-    per_node = parse_tasks_per_node(tasks_per_node or str(count), names.get("tasks_per_node", "tasks_per_node"))
+    if ntasks:
+        count = strict_int(ntasks, nt_name, 1, MAX_TASKS)
+        per_node = parse_tasks_per_node(tasks_per_node or str(count), names.get("tasks_per_node", "tasks_per_node"))
+    else:  # sbatch -N alone, or a range -N MIN-MAX, sets no task count: one task on each node it gave (measured)
+        per_node = parse_tasks_per_node(tasks_per_node or "", names.get("tasks_per_node", "tasks_per_node"))
+        count = sum(per_node)
     if spare_nodes:
         if len(per_node) <= spare_nodes:
             raise UsageError(f"SPARE_NODES={spare_nodes} leaves no node for the step: the allocation has "
