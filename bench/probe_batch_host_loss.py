@@ -62,8 +62,8 @@ def main() -> int:
             deadline = time.monotonic() + 120
             while "srun" not in subprocess.run(["squeue", "-s", "-j", job, "-h"], env=env, capture_output=True,
                                                text=True, timeout=30).stdout and time.monotonic() < deadline:
-                if subprocess.run(["squeue", "-s", "-j", job, "-h", "-o", "%i"], env=env, capture_output=True,
-                                  text=True, timeout=30).stdout.strip().endswith(".0"):
+                if f"{job}.0" in subprocess.run(["squeue", "-s", "-j", job, "-h", "-o", "%i"], env=env,
+                                                capture_output=True, text=True, timeout=30).stdout.split():
                     break
                 time.sleep(0.5)
             info = show(env, job)

@@ -161,6 +161,17 @@ BAD = [
     (["-n", "3", "--spare-nodes", "1"], "--spare-nodes=1: expected -N/--nodes with the same number of tasks on each"),
     (["-N", "2", "-n", "3", "--spare-nodes", "1"], "--spare-nodes=1: expected -N/--nodes with the same number"),
     (["--max-relaunches", "-1"], "--max-relaunches='-1'"),
+    (["-N", "3-2"], "-N/--nodes='3-2': expected a node count N >= 1, or a range MIN-MAX with MIN <= MAX"),
+    (["-N", "2-x"], "--nodes='2-x': expected a node count N >= 1, or a range MIN-MAX"),
+    (["-N", "2-3", "--ntasks-per-node", "1"], "-N/--nodes='2-3': expected a count N with -n/--ntasks or "
+                                              "--ntasks-per-node"),
+    (["-N", "2-3", "-n", "3"], "-N/--nodes='2-3': expected a count N with -n/--ntasks"),
+    (["-N", "2-3", "--spare-nodes", "1"], "--spare-nodes='1': expected 0 with -N MIN-MAX"),
+    (["-N", "2-3", "--tasks", "worker,ps,worker", "--min-workers", "2"],
+     "-N/--nodes=2-3: --tasks has 3 roles for the step's 2 tasks: leaving 1 of its 2 workers out would leave 1, "
+     "below --min-workers 2"),
+    (["-N", "1-3", "--tasks", "ps,worker,worker"], "-N/--nodes=1-3: --tasks has 3 roles for the step's 1 tasks"),
+    (["-N", "2-3", "-p", "cpu", ":", "-N", "2", "--"], "-N/--nodes='2-3': expected one count in a heterogeneous"),
     (["--address", "bogus:x"], "--address='bogus:x'"),
     (["--python", "/nonexistent/python"], "--python='/nonexistent/python'"),
     (["--strategy", "fast"], "--strategy"),
@@ -318,6 +329,27 @@ def test_spare_nodes_are_allocated_and_left_free_by_the_step(tmp_path, fake):
     assert not any(a in args for a in ("--nodes=3", "--ntasks=6")), args
     script = (tmp_path / "jobs" / "4242" / "job.sh").read_text()
     assert "--spare-nodes 1 \\\n" in script and "--max-relaunches 1 --spare-nodes 1 " in script, script
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n,roles,fewest,note", [
+    ("2-3", ["--ps", "1"], None, "layout: Slurm gives 2 to 3 nodes, a task on each (shown: 3)\n"),
+    ("2-3", ["--tasks", "worker,ps,worker"], "1",
+     "(shown: 3); on 2, --tasks loses its last 1 worker(s) (--min-workers 1)"),
+    ("2-4", ["--tasks", "worker,ps,worker,worker", "--min-workers", "1"], "1",
+     "(shown: 4); on 2, --tasks loses its last 2 worker(s) (--min-workers 1)"),
+])
+def test_a_node_range_lets_slurm_give_fewer_nodes(tmp_path, fake, n, roles, fewest, note):
+    """-N 2-3 (issue 43 item 4): sbatch gets the range and no task count (a task on each node Slurm gives:
+    batch-settings counts them); a role list is shortened on fewer nodes, down to --min-workers (by
+    default what MIN nodes keep)."""
+    env, rec = fake
+    res = submit("-N", n, *roles, "--folder", "jobs", "--dry-run", "--", "python", "train.py", env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert note in res.stdout, res.stdout
+    sbatch_line = next(line for line in res.stdout.splitlines() if line.startswith("#   sbatch "))
+    assert f"--nodes={n} " in sbatch_line and "--ntasks" not in sbatch_line, sbatch_line
+    assert (f"--min-workers {fewest} " in res.stdout) == (fewest is not None), res.stdout
 
 
 def test_parsable_prints_only_the_job_id(tmp_path, fake):

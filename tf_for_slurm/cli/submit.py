@@ -16,13 +16,14 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 from tf_for_slurm.cli import het, role_options
 from tf_for_slurm.cli.table import render_table
-from tf_for_slurm.errors import UsageError, bad_value
+from tf_for_slurm.errors import PlanError, UsageError, bad_value
 from tf_for_slurm.host import batch_script, job_folder, sbatch, settings, submit_checks
 from tf_for_slurm.host.environment import roles_for
 from tf_for_slurm.plan.addresses import parse_policy
 from tf_for_slurm.plan.batch_settings import strict_int
 from tf_for_slurm.plan.cluster import build_plan
 from tf_for_slurm.plan.hetjob import offline_het_step
+from tf_for_slurm.plan.roles import fitted_to_step
 from tf_for_slurm.plan.step import format_tasks_per_node, offline_step
 from tf_for_slurm.plan.strategy import step_roles
 from tf_for_slurm.plan.submit_checks import ask_of
@@ -128,6 +129,41 @@ def _count(value: Optional[str], name: str) -> Optional[int]:
     return None if value is None else strict_int(value, name, 1)
 
 
+def node_range(value: Optional[str]) -> Tuple[Optional[int], Optional[int]]:
+    """-N's (MIN, MAX): a count N is (N, N), a range MIN-MAX lets Slurm start the job on fewer nodes."""
+    if value is None:
+        return None, None
+    low, dash, high = str(value).partition("-")
+    if not (low.isdigit() and (not dash or high.isdigit())) or int(low) < 1 or (dash and int(high) < int(low)):
+        raise UsageError(bad_value("-N/--nodes", value, "a node count N >= 1, or a range MIN-MAX with MIN <= MAX"))
+    return strict_int(low, "-N/--nodes", 1), strict_int(high if dash else low, "-N/--nodes", 1)
+
+
+def _ranged(args: argparse.Namespace, low: int, high: int, het_job: bool, tasks: Optional[Sequence[str]],
+            fewest: Optional[int]) -> Tuple[Optional[int], str]:
+    """-N MIN-MAX: Slurm starts the job on MIN to MAX nodes, a task on each; (the fewest workers the job
+    trains with: --min-workers, else what a role list keeps on MIN nodes; the layout's note)."""
+    given = f"{low}-{high}"
+    if het_job:
+        raise UsageError(bad_value("-N/--nodes", given, "one count in a heterogeneous job"))
+    if args.ntasks is not None or args.ntasks_per_node is not None:
+        raise UsageError(bad_value("-N/--nodes", given, "a count N with -n/--ntasks or --ntasks-per-node: with a "
+                                   "range Slurm runs a task on each node it gives (with them sbatch asks for MIN "
+                                   "x K tasks, and Slurm gives MIN nodes)"))
+    if args.spare_nodes is not None and args.spare_nodes != "0":
+        raise UsageError(bad_value("--spare-nodes", args.spare_nodes, "0 with -N MIN-MAX (Slurm decides the nodes)"))
+    note = f"Slurm gives {low} to {high} nodes, a task on each (shown: {high})"
+    if tasks is None:
+        return fewest, note
+    try:
+        kept, left = fitted_to_step(tasks, low, 1 if fewest is None else fewest, "--tasks", "--min-workers")
+    except PlanError as exc:
+        raise UsageError(f"-N/--nodes={given}: {exc}") from None
+    workers = sum(1 for role in kept if role == "worker")
+    fewest = workers if fewest is None else fewest
+    return fewest, f"{note}; on {low}, --tasks loses its last {left} worker(s) (--min-workers {fewest})"
+
+
 def _path(value: str, name: str) -> str:
     """A path that a shell, sbatch and srun carry literally (one line; no '\\': it stops Slurm's %j)."""
     batch_script.one_line(value, name)
@@ -156,9 +192,14 @@ def build(args: argparse.Namespace) -> Job:
         raise UsageError(bad_value("command", command, "a command after '--', e.g. -- python train.py"))
     components = [args] + [_component(words, c + 1) for c, words in enumerate(segments)]
     words_of, counts_of = _component_words(components)
-    counts, note = layout(_count(args.nodes, "--nodes"), _count(args.ntasks, "--ntasks"),
-                          _count(args.ntasks_per_node, "--ntasks-per-node"))
+    low, high = node_range(args.nodes)
+    counts, note = layout(high, _count(args.ntasks, "--ntasks"), _count(args.ntasks_per_node, "--ntasks-per-node"))
     tasks, ps, chief, strategy, source = _roles(args, env)
+    fewest = (strict_int(args.min_workers, "--min-workers", 1) if args.min_workers is not None
+              else settings.integer(env, settings.MIN_WORKERS, minimum=1))
+    if low is not None and high is not None and low < high:
+        fewest, note = _ranged(args, low, high, bool(segments), tasks, fewest)
+        counts_of[0] = (1,) * low  # what the checks ask of the partition: the job may start on MIN nodes
     component_roles = het.component_roles(args)
     if len(components) > 1:
         step = offline_het_step([f"het{c}node[1-{len(k)}]:{format_tasks_per_node(k)}" for c, k in enumerate(counts_of)])
@@ -191,8 +232,6 @@ def build(args: argparse.Namespace) -> Job:
     spare, words_of[0], ntasks = _with_spares(args, counts, words_of[0], bool(segments))
     relaunches = (strict_int(args.max_relaunches, "--max-relaunches") if args.max_relaunches is not None
                   else settings.count_from(env, settings.MAX_RELAUNCHES, settings.default_int(settings.MAX_RELAUNCHES)))
-    fewest = (strict_int(args.min_workers, "--min-workers", 1) if args.min_workers is not None
-              else settings.integer(env, settings.MIN_WORKERS, minimum=1))
     spec = batch_script.JobSpec(
         command=tuple(command), python=python, jobs_root=root, ntasks=ntasks, sbatch_args=words_of[0],
         more_components=tuple(words_of[1:]), component_ntasks=tuple(sum(k) for k in counts_of) if segments else (),
@@ -229,7 +268,7 @@ def _component_words(components: Sequence[argparse.Namespace]) -> Tuple[List[Tup
     for ns in components:
         values = {named.dest: getattr(ns, named.dest) for named in batch_script.NAMED_OPTIONS}
         words_of.append(batch_script.sbatch_words(values, exclusive=ns.exclusive, extra=ns.sbatch_arg))
-        counts_of.append(layout(_count(ns.nodes, "--nodes"), _count(ns.ntasks, "--ntasks"),
+        counts_of.append(layout(node_range(ns.nodes)[1], _count(ns.ntasks, "--ntasks"),
                                 _count(ns.ntasks_per_node, "--ntasks-per-node"))[0])
     return words_of, counts_of
 

@@ -41,7 +41,8 @@ class SbatchOption(NamedTuple):
 
 
 NAMED_OPTIONS: Tuple[SbatchOption, ...] = (
-    SbatchOption(("-N", "--nodes"), "count", "N", "nodes"),
+    SbatchOption(("-N", "--nodes"), "nodes", "N", "nodes, or a range MIN-MAX (Slurm may start the job on fewer: a "
+                 "task on each node it gives; --tasks then loses its last workers, down to --min-workers)"),
     SbatchOption(("-n", "--ntasks"), "count", "N", "tasks (default: nodes x --ntasks-per-node)"),
     SbatchOption(("--ntasks-per-node",), "count", "N", "tasks on each node (default with -N alone: 1)"),
     SbatchOption(("-c", "--cpus-per-task"), "count", "N", "CPUs per task (srun gets -c too)"),
@@ -55,6 +56,7 @@ NAMED_OPTIONS: Tuple[SbatchOption, ...] = (
 )
 _KINDS = {
     "count": (re.compile(r"[1-9][0-9]{0,6}"), "an integer >= 1"),
+    "nodes": (re.compile(r"[1-9][0-9]{0,6}(?:-[1-9][0-9]{0,6})?"), "a node count N >= 1, or a range MIN-MAX"),
     "time": (re.compile(r"(?:[0-9]+-)?[0-9]+(?::[0-9]+){0,2}|(?i:unlimited|infinite)"),
              "Slurm's time: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"),
     "names": (re.compile(r"[A-Za-z0-9_.+-]+(?:,[A-Za-z0-9_.+-]+)*"), "a name (or names separated by commas)"),
@@ -210,9 +212,10 @@ def _slurm_path(path: str) -> str:
 
 
 def _with_ntasks(words: Sequence[str], ntasks: int) -> List[str]:
-    """`words` with --ntasks first unless given (so the job knows its count: -N alone sets none)."""
-    named = [w.split("=", 1)[0] for w in words]
-    return list(words) if "--ntasks" in named else [f"--ntasks={ntasks}", *words]
+    """`words` with --ntasks first unless given (so the job knows its count: -N alone sets none), or
+    unless --nodes is a range MIN-MAX: then Slurm runs a task on each node it gives."""
+    named = {w.partition("=")[0]: w.partition("=")[2] for w in words}
+    return list(words) if "--ntasks" in named or "-" in named.get("--nodes", "") else [f"--ntasks={ntasks}", *words]
 
 
 def sbatch_argv(spec: JobSpec) -> List[str]:
