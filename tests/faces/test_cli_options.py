@@ -86,7 +86,7 @@ def test_a_bad_ps_is_one_line_exit_2_the_same_everywhere(argv, cli_runs):
 
 
 # A valid value of each kind of batch_script's table: the value sbatch gets is the one parsed.
-VALUES = {"count": "2", "time": "1:00:00", "names": "gpu,debug", "gpus": "a100:2", "memory": "4G", "text": "my job"}
+VALUES = {"count": "2", "nodes": "2-3", "time": "1:00:00", "names": "gpu,debug", "gpus": "a100:2", "memory": "4G", "text": "my job"}
 
 
 def test_submit_parses_and_checks_sbatch_options_from_one_table():

@@ -13,6 +13,11 @@ without MIN_WORKERS is the requeue case, unchanged: plan/relaunch's table tests 
 The same for TF1 (`tf-slurm submit --tasks worker,ps,worker --min-workers 1`, the unmodified
 ps/worker script): the ps's node (node2) lost, the step starts again as `worker,ps` on node1 and
 node3, the chief resumes from its checkpoint.
+
+And a job Slurm starts on fewer nodes than its role list names (item 4: a node range, node3 drained,
+as when it is busy with another job): the template with `#SBATCH --nodes=2-3` (MWMS, TASKS of 3
+workers, MIN_WORKERS=2) and `tf-slurm submit -N 2-3 --tasks worker,ps,worker` (TF1) each train on
+the 2 nodes they got.
 """
 
 from __future__ import annotations
@@ -153,3 +158,28 @@ def test_a_job_started_on_fewer_nodes_than_asked_trains_with_fewer_workers(slurm
     batch = json.loads((tmp_path / job / "batch.json").read_text())
     assert (batch["workers_planned"], batch["workers"]) == (3, 2), batch
     assert "this run trained with 2 of 3 workers (short of nodes, TF_SLURM_MIN_WORKERS)" in text, text[-2000:]
+
+
+@pytest.mark.timeout(420)
+def test_submit_with_a_node_range_started_on_fewer_nodes_trains_there(slurm_cluster, tmp_path):
+    """`tf-slurm submit -N 2-3 --tasks worker,ps,worker` while node3 is drained: the job starts on 2
+    nodes as worker,ps (--min-workers defaults to the 1 worker 2 nodes keep) and the chief trains to
+    its last step."""
+    drained = slurm_cluster.run(["scontrol", "update", "NodeName=node3", "State=DRAIN", "Reason=tfs-test-busy"],
+                                timeout=30)
+    assert drained.returncode == 0, drained.stderr
+    try:
+        res = slurm_cluster.run([PYTHON, "-m", "tf_for_slurm", "submit", "--python", PYTHON, "--folder", str(tmp_path),
+                                 "-N", "2-3", "--tasks", "worker,ps,worker", "-t", "5", "--",
+                                 PYTHON, str(TF1_SCRIPT), "--steps", "50"], timeout=60,
+                                env={"PYTHONPATH": str(REPO)}, cwd=str(tmp_path))
+        assert res.returncode == 0, res.stderr
+        job = re.match(r"Submitted batch job (\d+)\n", res.stdout).group(1)
+        info = slurm_cluster.wait_job(job, 300)
+    finally:
+        slurm_cluster.run(["scontrol", "update", "NodeName=node3", "State=RESUME"], timeout=30)
+    text = (tmp_path / job / "job.out").read_text(errors="replace")
+    chief = (tmp_path / job / "task-0.out").read_text(errors="replace")
+    assert info["JobState"] == "COMPLETED" and info["NumNodes"] == "2", (info, text[-3000:])
+    assert "worker 0 done" in chief and not (tmp_path / job / "task-2.out").exists(), chief[-3000:]
+    assert "this run trained with 1 of 2 workers (short of nodes, TF_SLURM_MIN_WORKERS)" in text, text[-3000:]
