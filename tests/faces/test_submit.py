@@ -168,9 +168,11 @@ BAD = [
     (["-N", "2-3", "-n", "3"], "-N/--nodes='2-3': expected a count N with -n/--ntasks"),
     (["-N", "2-3", "--spare-nodes", "1"], "--spare-nodes='1': expected 0 with -N MIN-MAX"),
     (["-N", "2-3", "--tasks", "worker,ps,worker", "--min-workers", "2"],
-     "-N/--nodes=2-3: --tasks has 3 roles for the step's 2 tasks: leaving 1 of its 2 workers out would leave 1, "
+     "-N/--nodes=2-3: on 2 node(s): --tasks has 3 roles for the step's 2 tasks: leaving 1 of its 2 workers out "
+     "would leave 1, "
      "below --min-workers 2"),
-    (["-N", "1-3", "--tasks", "ps,worker,worker"], "-N/--nodes=1-3: --tasks has 3 roles for the step's 1 tasks"),
+    (["-N", "1-3", "--tasks", "ps,worker,worker"], "-N/--nodes=1-3: on 1 node(s): --tasks has 3 roles for the step's 1"),
+    (["-N", "1-3", "--ps", "1"], "-N/--nodes=1-3: on 1 node(s): --ps=1: expected"),
     (["-N", "2-3", "-p", "cpu", ":", "-N", "2", "--"], "-N/--nodes='2-3': expected one count in a heterogeneous"),
     (["--address", "bogus:x"], "--address='bogus:x'"),
     (["--python", "/nonexistent/python"], "--python='/nonexistent/python'"),

@@ -139,10 +139,11 @@ def node_range(value: Optional[str]) -> Tuple[Optional[int], Optional[int]]:
     return strict_int(low, "-N/--nodes", 1), strict_int(high if dash else low, "-N/--nodes", 1)
 
 
-def _ranged(args: argparse.Namespace, low: int, high: int, het_job: bool, tasks: Optional[Sequence[str]],
-            fewest: Optional[int]) -> Tuple[Optional[int], str]:
+def _ranged(args: argparse.Namespace, nodes: Tuple[int, int], het_job: bool, tasks: Optional[Sequence[str]],
+            fewest: Optional[int], ps_chief: Tuple[int, bool]) -> Tuple[Optional[int], str]:
     """-N MIN-MAX: Slurm starts the job on MIN to MAX nodes, a task on each; (the fewest workers the job
     trains with: --min-workers, else what a role list keeps on MIN nodes; the layout's note)."""
+    low, high = nodes
     given = f"{low}-{high}"
     if het_job:
         raise UsageError(bad_value("-N/--nodes", given, "one count in a heterogeneous job"))
@@ -153,14 +154,16 @@ def _ranged(args: argparse.Namespace, low: int, high: int, het_job: bool, tasks:
     if args.spare_nodes is not None and args.spare_nodes != "0":
         raise UsageError(bad_value("--spare-nodes", args.spare_nodes, "0 with -N MIN-MAX (Slurm decides the nodes)"))
     note = f"Slurm gives {low} to {high} nodes, a task on each (shown: {high})"
-    if tasks is None:
-        return fewest, note
     try:
-        kept, left = fitted_to_step(tasks, low, 1 if fewest is None else fewest, "--tasks", "--min-workers")
+        kept, left = fitted_to_step(tasks, low, 1 if fewest is None else fewest, "--tasks", "--min-workers") \
+            if tasks is not None else (None, 0)
+        roles_for(offline_step(f"node[1-{low}]" if low > 1 else "node1", f"1(x{low})"), kept,  # MIN nodes' plan
+                  None if kept is not None else ps_chief[0], "first", ps_chief[1], names={"ps": "--ps"})
     except PlanError as exc:
-        raise UsageError(f"-N/--nodes={given}: {exc}") from None
-    workers = sum(1 for role in kept if role == "worker")
-    fewest = workers if fewest is None else fewest
+        raise UsageError(f"-N/--nodes={given}: on {low} node(s): {exc}") from None
+    if kept is None:
+        return fewest, note
+    fewest = sum(1 for role in kept if role == "worker") if fewest is None else fewest
     return fewest, f"{note}; on {low}, --tasks loses its last {left} worker(s) (--min-workers {fewest})"
 
 
@@ -198,7 +201,7 @@ def build(args: argparse.Namespace) -> Job:
     fewest = (strict_int(args.min_workers, "--min-workers", 1) if args.min_workers is not None
               else settings.integer(env, settings.MIN_WORKERS, minimum=1))
     if low is not None and high is not None and low < high:
-        fewest, note = _ranged(args, low, high, bool(segments), tasks, fewest)
+        fewest, note = _ranged(args, (low, high), bool(segments), tasks, fewest, (ps, chief))
         counts_of[0] = (1,) * low  # what the checks ask of the partition: the job may start on MIN nodes
     component_roles = het.component_roles(args)
     if len(components) > 1:
