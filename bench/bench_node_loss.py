@@ -26,6 +26,8 @@ Measured here (2 cores, 3 emulated nodes, 2026-11-26), two runs of the pair:
             hub's end at once, srun ended 3 s + 2 s later; then TensorFlow's start and the restore);
   requeue:  26.8 s and 24.6 s (Slurm starts a requeued job ~10 s after the requeue here, cred_expire;
             on a busy cluster it waits in the queue: hours).
+And the pair with no spare (2026-11-28, one run): fewer 11.7 s (2 of 3 workers, no requeue), requeue-all
+24.1 s (1 requeue, the run waiting here only for node2's slurmd); one epoch begun again in each.
 """
 
 from __future__ import annotations
