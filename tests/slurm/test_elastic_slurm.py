@@ -10,7 +10,9 @@ batch-step starts the step again at once on node1 and node3 with 2 workers (MIN_
 it), where `fit` resumes from the backed-up epoch.  The job COMPLETES, never requeued.  The same job
 without MIN_WORKERS is the requeue case, unchanged: plan/relaunch's table tests it.
 
-The same for TF1 (`tf-slurm submit --tasks worker,ps,worker --min-workers 1`, the unmodified
+The same when node2 holds the chief but not the batch script (TASKS=worker,chief,worker): the step
+starts again as worker,chief on node1 and node3.  The same for TF1 (`tf-slurm submit --tasks
+worker,ps,worker --min-workers 1`, the unmodified
 ps/worker script): the ps's node (node2) lost, the step starts again as `worker,ps` on node1 and
 node3, the chief resumes from its checkpoint.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from typing import Tuple
 
 import pytest
 
@@ -54,25 +57,32 @@ def _completed(cluster, job: str, log) -> str:
     return text
 
 
-@pytest.mark.timeout(420)
-def test_mwms_job_with_no_spare_goes_on_with_fewer_workers_and_completes(slurm_cluster, tmp_path):
-    env = {"PYTHON": PYTHON, "PYTHONPATH": str(REPO), "NUM_PS": "0", "MIN_WORKERS": "2", "IB": "NoIB",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "MODEL_DIR": str(tmp_path / "model"), "TF_SLURM_JOBS_ROOT": str(tmp_path)}
+def _mwms_losing_node2(cluster, tmp_path, roles: dict, trainer: str) -> Tuple[str, str]:
+    """The template's MWMS `fit` with BackupAndRestore on node[1-3], no spare, `roles` (NUM_PS or TASKS,
+    MIN_WORKERS); node2 lost once `trainer` (a task name the script prints) begins epoch 2; the job
+    goes on with fewer workers and COMPLETES, never requeued: (the job, its log)."""
+    env = {"PYTHON": PYTHON, "PYTHONPATH": str(REPO), "IB": "NoIB", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "MODEL_DIR": str(tmp_path / "model"), "TF_SLURM_JOBS_ROOT": str(tmp_path), **roles}
     # paced: 8 epochs of 10 steps with 0.1 s after each, so the loss (in epoch 2) comes mid-training
-    res = slurm_cluster.run(["sbatch", "--parsable", "-N3", "-n3", "-o", str(tmp_path / "job-%j.out"),
-                             str(REPO / "scripts" / "tf_slurm_job.sh"), str(SCRIPT), "--backup-dir",
-                             str(tmp_path / "backup"), "--epochs", str(EPOCHS), "--pace", "0.1"],
-                            timeout=60, env=env, cwd=str(tmp_path))
+    res = cluster.run(["sbatch", "--parsable", "-N3", "-n3", "-o", str(tmp_path / "job-%j.out"),
+                       str(REPO / "scripts" / "tf_slurm_job.sh"), str(SCRIPT), "--backup-dir",
+                       str(tmp_path / "backup"), "--epochs", str(EPOCHS), "--pace", "0.1"],
+                      timeout=60, env=env, cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
     job = res.stdout.strip().split(";")[0]
     log = tmp_path / f"job-{job}.out"
     try:
-        wait_for_log(log, r"worker 1 epoch 2 at", 240, unless=ENDED)
-        assert len(lose_node(slurm_cluster, "node2", job)) >= 3
+        wait_for_log(log, rf"{trainer} epoch 2 at", 240, unless=ENDED)
+        assert len(lose_node(cluster, "node2", job)) >= 3
         _going_on(job, log, time.time())
     finally:
-        restore_nodes(slurm_cluster)
-    text = _completed(slurm_cluster, job, log)
+        restore_nodes(cluster)
+    return job, _completed(cluster, job, log)
+
+
+@pytest.mark.timeout(420)
+def test_mwms_job_with_no_spare_goes_on_with_fewer_workers_and_completes(slurm_cluster, tmp_path):
+    job, text = _mwms_losing_node2(slurm_cluster, tmp_path, {"NUM_PS": "0", "MIN_WORKERS": "2"}, "worker 1")
     assert re.search(r"relaunch 1 of 2: lost node2; going on with 2 of 3 workers on node1,node3, [0-9.]+ s after "
                      r"the step ended", text), text[-4000:]
     second = text.split("relaunch 1 of 2", 1)[1]
@@ -87,6 +97,22 @@ def test_mwms_job_with_no_spare_goes_on_with_fewer_workers_and_completes(slurm_c
     assert (batch["workers_planned"], batch["workers"]) == (3, 2), batch
     assert re.search(r"this run trained with 2 of 3 workers( from global step \d+)? \(short of nodes, "
                      r"TF_SLURM_MIN_WORKERS\)", text), text[-2000:]
+
+
+@pytest.mark.timeout(420)
+def test_mwms_job_whose_chief_node_is_lost_goes_on_with_the_chief_moved(slurm_cluster, tmp_path):
+    """TASKS=worker,chief,worker (MWMS with a chief), MIN_WORKERS=1, no spare: node2, the chief's node but
+    not the batch script's, lost; the step starts again as worker,chief on node1 and node3 (the chief
+    moved, the last worker left out) and `fit` resumes from the backup."""
+    job, text = _mwms_losing_node2(slurm_cluster, tmp_path, {"TASKS": "worker,chief,worker", "MIN_WORKERS": "1"},
+                                   "chief 0")
+    assert re.search(r"relaunch 1 of 2: lost node2; going on with 1 of 2 workers on node1,node3, [0-9.]+ s after "
+                     r"the step ended", text), text[-4000:]
+    second = text.split("relaunch 1 of 2", 1)[1]
+    assert re.search(r"^1: chief 0 training$", second, re.M) and "worker 1 " not in second, second[-3000:]
+    resumed = [int(e) for e in re.findall(r"chief 0 epoch (\d+) at", second)]
+    assert resumed and resumed[0] >= 1 and resumed[-1] == EPOCHS - 1, (resumed, second[-3000:])
+    assert "chief 0 done" in second and "worker 0 done" in second, second[-3000:]
 
 
 @pytest.mark.timeout(420)
