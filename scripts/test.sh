@@ -15,7 +15,7 @@
 #   then each lane takes chunks of the old-TF pass until none is left (old_tf_chunks below).
 # The Slurm tests mostly wait on Slurm (the requeue jobs kept 42% of the 2 cores busy over their 3
 # minutes), so the lanes fill each other's waits: one part after another took about 31 minutes on a
-# fresh clone, the lanes about 25. The slurm lane's output comes when both lanes ended; each part's
+# fresh clone, the lanes 20-24 (1216-1443 s). The slurm lane's output comes when both lanes ended; each part's
 # seconds at the end. TEST_LANES=0 runs one part after another instead: the side-by-side tests, then
 # the `tf` and `slurm` tests one at a time, then the old-TF pass (a run to read in order).
 # (Tried: the old-TF pass beside the Slurm jobs that wait on 1-minute limits, at the same priority:
