@@ -29,7 +29,7 @@ from tf_for_slurm.host.scontrol import JobAnswer, ask_job
 from tf_for_slurm.plan import job_state
 from tf_for_slurm.plan.failure_words import log_explains, why_from_log
 from tf_for_slurm.plan.goodput import Account, account, status_line
-from tf_for_slurm.plan.job_report import MAX_EVENTS, Timeline, parse_timeline
+from tf_for_slurm.plan.job_report import MAX_EVENTS, Timeline, parse_timeline, started_short
 from tf_for_slurm.plan.slurm_reasons import reason_text
 from tf_for_slurm.plan.step_status import failure_text, task_rows, went_on_without
 from tf_for_slurm.supervise.batch_step import read_checkpoint_step
@@ -162,10 +162,10 @@ def run_history(batch: Mapping[str, Any]) -> List[str]:
     for run in [*(batch.get("history") or []), batch]:
         if not isinstance(run, Mapping):
             continue
-        began, planned = run.get("workers_at_start"), run.get("workers_planned")
-        if type(began) is int and type(planned) is int and began < planned:
-            lines.append(f"{_clock(run.get('started_at'))} run {run.get('run', '?')}: started with {began} of "
-                         f"{planned} workers (an allocation smaller than the role list)")
+        short = started_short(run)
+        if short:
+            lines.append(f"{_clock(run.get('started_at'))} run {run.get('run', '?')}: started with {short[0]} of "
+                         f"{short[1]} workers (an allocation smaller than the role list)")
         for r in run.get("relaunches") or []:
             spares = f", {','.join(r.get('spares') or [])} in place" if r.get("spares") else ""
             fewer = (f", {r['workers']} of {run.get('workers_planned', '?')} workers"

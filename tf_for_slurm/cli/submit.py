@@ -23,7 +23,7 @@ from tf_for_slurm.plan.addresses import parse_policy
 from tf_for_slurm.plan.batch_settings import strict_int
 from tf_for_slurm.plan.cluster import build_plan
 from tf_for_slurm.plan.hetjob import offline_het_step
-from tf_for_slurm.plan.roles import fitted_to_step
+from tf_for_slurm.plan.roles import count_workers, fitted_to_step
 from tf_for_slurm.plan.step import format_tasks_per_node, offline_step
 from tf_for_slurm.plan.strategy import step_roles
 from tf_for_slurm.plan.submit_checks import ask_of
@@ -130,13 +130,15 @@ def _count(value: Optional[str], name: str) -> Optional[int]:
 
 
 def node_range(value: Optional[str]) -> Tuple[Optional[int], Optional[int]]:
-    """-N's (MIN, MAX): a count N is (N, N), a range MIN-MAX lets Slurm start the job on fewer nodes."""
+    """-N's (MIN, MAX): a count N is (N, N), a range MIN-MAX lets Slurm start the job on fewer nodes
+    (its form is checked with the other sbatch options, batch_script's "nodes" kind)."""
     if value is None:
         return None, None
-    low, dash, high = str(value).partition("-")
-    if not (low.isdigit() and (not dash or high.isdigit())) or int(low) < 1 or (dash and int(high) < int(low)):
+    low, _, high = str(value).partition("-")
+    nodes = strict_int(low, "-N/--nodes", 1), strict_int(high or low, "-N/--nodes", 1)
+    if nodes[1] < nodes[0]:
         raise UsageError(bad_value("-N/--nodes", value, "a node count N >= 1, or a range MIN-MAX with MIN <= MAX"))
-    return strict_int(low, "-N/--nodes", 1), strict_int(high if dash else low, "-N/--nodes", 1)
+    return nodes
 
 
 def _ranged(args: argparse.Namespace, nodes: Tuple[int, int], het_job: bool, tasks: Optional[Sequence[str]],
@@ -163,7 +165,7 @@ def _ranged(args: argparse.Namespace, nodes: Tuple[int, int], het_job: bool, tas
         raise UsageError(f"-N/--nodes={given}: on {low} node(s): {exc}") from None
     if kept is None:
         return fewest, note
-    fewest = sum(1 for role in kept if role == "worker") if fewest is None else fewest
+    fewest = count_workers(kept) if fewest is None else fewest
     return fewest, f"{note}; on {low}, --tasks loses its last {left} worker(s) (--min-workers {fewest})"
 
 

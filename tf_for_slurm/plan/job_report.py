@@ -289,6 +289,13 @@ def _from_status(b: _Builder, status: Mapping[str, Any], rows: Sequence[Mapping[
     b.finish(last, running)
 
 
+def started_short(run: Mapping[str, Any]) -> Optional[Tuple[int, int]]:
+    """(workers at the start, planned) of a batch.json run that started with fewer workers than its role
+    list names (an allocation smaller than asked); None otherwise (`tf-slurm status` and the report)."""
+    began, planned = _int(run.get("workers_at_start")), _int(run.get("workers_planned"))
+    return (began, planned) if began is not None and planned is not None and began < planned else None
+
+
 def _batch_marks(runs: _Runs, with_ends: bool) -> Tuple[List[Mark], List[Boundary]]:
     """Requeues, relaunches and run starts from batch.json (its history and the current run)."""
     marks: List[Mark] = []
@@ -296,11 +303,10 @@ def _batch_marks(runs: _Runs, with_ends: bool) -> Tuple[List[Mark], List[Boundar
     for r in runs.runs:
         run, started, ended = r["run"], _num(r.get("started_at")), _num(r.get("ended_at"))
         decision = _text(r.get("decision")) or "?"
-        began, planned = _int(r.get("workers_at_start")), _int(r.get("workers_planned"))
-        short = f" with {began} of {planned} workers" if began is not None and planned is not None \
-            and began < planned else ""
+        short = started_short(r)
+        short_words = f" with {short[0]} of {short[1]} workers" if short else ""
         if started is not None and (run > 1 or short):
-            lines.append(Boundary("run", started, f"run {run} started{short}"))
+            lines.append(Boundary("run", started, f"run {run} started{short_words}"))
         for x in r.get("relaunches") or []:
             at = _num(x.get("at")) if isinstance(x, Mapping) else None
             if at is None:

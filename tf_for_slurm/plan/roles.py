@@ -36,13 +36,22 @@ def roles_from_list(list_of_tasks: Sequence[object], ntasks: int, name: str = "L
     return roles
 
 
+def _is_worker(role: object) -> bool:
+    return isinstance(role, str) and role.strip().lower() == "worker"
+
+
+def count_workers(list_of_tasks: Sequence[object]) -> int:
+    """The workers a role list names (what --min-workers counts: the ps, chief, evaluator are kept)."""
+    return sum(1 for r in list_of_tasks if _is_worker(r))
+
+
 def without_workers(list_of_tasks: Sequence[object], count: int, name: str = "ListOfTFTasks") -> list:
     """The user's list with its last `count` workers left out: a step started again with fewer workers
     (plan.relaunch) keeps every other role, in the user's order."""
     if isinstance(list_of_tasks, str):
         list_of_tasks = [r for r in list_of_tasks.split(",") if r.strip()]
     out = list(list_of_tasks)
-    at = [i for i, r in enumerate(out) if isinstance(r, str) and r.strip().lower() == "worker"]
+    at = [i for i, r in enumerate(out) if _is_worker(r)]
     if count < 0 or count >= len(at):
         raise PlanError(bad_value(name, ",".join(map(str, out)), f"at least {count + 1} worker(s) to leave {count} "
                                   "out (a step started again with fewer workers)"))
@@ -63,7 +72,7 @@ def fitted_to_step(list_of_tasks: Sequence[object], ntasks: int, min_workers: Op
     excess = len(out) - ntasks
     if min_workers is None or excess <= 0:
         return out, 0
-    workers = sum(1 for r in out if isinstance(r, str) and r.strip().lower() == "worker")
+    workers = count_workers(out)
     if workers - excess < max(min_workers, 1):
         raise PlanError(f"{name} has {len(out)} roles for the step's {ntasks} tasks: leaving {excess} of its "
                         f"{workers} workers out would leave {max(workers - excess, 0)}, below {min_name} "
