@@ -46,6 +46,14 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--requeue-at-once", action="store_true")
     p.add_argument("--watch", type=float, default=420.0)
+    p.add_argument("--probe", action="store_true",
+                   help="right after the loss, `scancel --batch --signal=CONT JOB` (an RPC to the batch host)")
+    p.add_argument("--requeue-when-gone", action="store_true",
+                   help="`scontrol requeue JOB` once node1 is NOT_RESPONDING or DOWN, then start node1's slurmd again")
+    p.add_argument("--srun-probe", action="store_true",
+                   help="right after the loss, and every 10 s after: `srun --jobid JOB --overlap -N1 -n1 -w node1 "
+                        "true` (does node1's slurmd still launch a step?)")
+    p.add_argument("--every", type=float, default=5.0, help="seconds between two looks")
     args = p.parse_args()
     env = cluster_env()
     cluster = SimpleNamespace(dir=Path(env.get("TF_SLURM_LOCAL_DIR", "/tmp/tf_for_slurm-slurm")), nodes=3)
@@ -74,7 +82,14 @@ def main() -> int:
             if args.requeue_at_once:
                 r = subprocess.run(["scontrol", "requeue", job], env=env, capture_output=True, text=True, timeout=60)
                 print(f"t={time.time() - lost:.1f}: scontrol requeue: exit {r.returncode} {r.stderr.strip()}")
+            if args.probe:
+                r = subprocess.run(["scancel", "--batch", "--signal=CONT", job], env=env, capture_output=True,
+                                   text=True, timeout=60)
+                print(f"t={time.time() - lost:.1f}: scancel --batch --signal=CONT: exit {r.returncode} "
+                      f"{r.stderr.strip()}", flush=True)
+            requeued = False
             last = None
+            probed = -1e9
             while time.time() - lost < args.watch:
                 i = show(env, job)
                 now = (i.get("JobState"), i.get("Reason"), i.get("Restarts"), i.get("NodeList"), i.get("BatchHost"),
@@ -83,7 +98,28 @@ def main() -> int:
                     print(f"t={time.time() - lost:.0f}: job {now[0]} reason {now[1]} restarts {now[2]} nodes {now[3]} "
                           f"batch host {now[4]}; node1 {now[5]}", flush=True)
                     last = now
-                time.sleep(5)
+                if args.srun_probe and time.time() - probed >= 10 and not requeued:
+                    probed = time.time()
+                    try:
+                        r = subprocess.run(["srun", "--jobid", job, "--overlap", "-N1", "-n1", "-w", "node1", "true"],
+                                           env=env, capture_output=True, text=True, timeout=60)
+                        said = f"exit {r.returncode} {' | '.join(r.stderr.strip().splitlines()[-2:])}"
+                    except subprocess.TimeoutExpired:
+                        said = "no answer within 60 s"
+                    print(f"t={time.time() - lost:.1f}: srun probe of node1 ({time.time() - probed:.1f} s): {said}",
+                          flush=True)
+                gone = "NOT_RESPONDING" in now[5] or now[5].startswith("DOWN")
+                if args.requeue_when_gone and gone and not requeued:
+                    requeued = True
+                    r = subprocess.run(["scontrol", "requeue", job], env=env, capture_output=True, text=True,
+                                       timeout=60)
+                    print(f"t={time.time() - lost:.1f}: scontrol requeue: exit {r.returncode} {r.stderr.strip()}")
+                    restore_nodes(cluster)
+                    print(f"t={time.time() - lost:.1f}: node1's slurmd started again", flush=True)
+                if requeued and now[0] == "RUNNING" and now[2] not in (None, "0"):
+                    print(f"t={time.time() - lost:.1f}: the requeued run is running", flush=True)
+                    break
+                time.sleep(args.every)
         finally:
             restore_nodes(cluster)
             subprocess.run(["scancel", job], env=env, capture_output=True, timeout=30)

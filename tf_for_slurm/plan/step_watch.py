@@ -96,6 +96,11 @@ class StepWatch:
         notes, self.notes = self.notes, []
         return notes
 
+    def lost_ranks(self) -> List[int]:
+        """The tasks lost without a word: those the step went on without, and the one whose loss ended it."""
+        ended = self.failure is not None and self.failure.status == LOST_STATUS and self.failure.rank not in self.lost
+        return sorted(self.lost) + ([self.failure.rank] if ended and self.failure is not None else [])
+
     def failure_to_record(self) -> Optional[Failure]:
         """The first failure, once, when the hub is the one to record it for a launcher (the launch
         report's first line names the origin, so the first to know writes it, before anyone hears):

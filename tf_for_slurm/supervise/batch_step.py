@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from tf_for_slurm.errors import UsageError, bad_value
 from tf_for_slurm.host import job_folder, settings, threads
@@ -344,6 +344,14 @@ def _requeue_or_say(run: _Run, decision: Decision, since: str, told_time: Option
     return _Outcome(requeued=False, status=decision.exit_status if not decision.requeue else 0)
 
 
+def batch_host_env(env: Mapping[str, str], requeues_left: int) -> Dict[str, str]:
+    """For the steps' tasks: this node (the batch host) and the requeues left, so that a task that lost
+    the step's supervisor here can requeue the job once Slurm reports this node lost
+    (supervise/batch_host.py); {} outside a Slurm node."""
+    node = env.get("SLURMD_NODENAME", "")
+    return {settings.BATCH_HOST: node, settings.REQUEUES_LEFT: str(max(0, requeues_left))} if node else {}
+
+
 def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, warn_margin: float,
              target: Optional[int] = None, checkpoint_dir: Optional[str] = None, warn_file: Optional[str] = None,
              requeue: bool = True, start_grace: float = START_GRACE, max_relaunches: int = 0,
@@ -363,6 +371,7 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
     step = _Step(job, warn_margin, start_grace, controller_wait, record.slurm_times)
     # the tasks plan a role list longer than a smaller allocation allows with the same minimum (host.environment)
     fewest = {settings.MIN_WORKERS: str(min_workers)} if min_workers is not None else {}
+    fewest.update(batch_host_env(settings.environ(), max_requeues - restarts if requeue else 0))
     step.extra_env = dict(fewest)
     first = with_nodes(command, len(allocation) - spare_nodes) if spare_nodes else command
     status = _run_srun(step, first, warn_file)
@@ -377,4 +386,4 @@ def run_step(command: List[str], job: str, *, restarts: int, max_requeues: int, 
     return _conclude(run, step, status, record)
 
 
-__all__ = ["job_times", "read_checkpoint_step", "read_warn_file", "run_step"]
+__all__ = ["batch_host_env", "job_times", "read_checkpoint_step", "read_warn_file", "run_step"]

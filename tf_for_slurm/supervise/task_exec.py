@@ -29,7 +29,7 @@ from tf_for_slurm.plan.cluster import ClusterPlan
 from tf_for_slurm.plan.gpus import devices_for_task
 from tf_for_slurm.plan.restart_policy import RETRY_ON, RestartPolicy
 from tf_for_slurm.plan.strategy import StepRoles, exec_device_filters, step_roles
-from tf_for_slurm.supervise import preflight
+from tf_for_slurm.supervise import batch_host, preflight
 from tf_for_slurm.supervise.child_process import ForwardSignals, Wake, exit_status, start_command
 from tf_for_slurm.supervise.supervisor import Hub, Spoke, Timing
 
@@ -232,10 +232,18 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
                 return _exec(command, child_env)
             return _run_plain(command, child_env)
         if me.rank == roles.chief_rank:
-            return Hub(plan, roles, command, child_env, timing, report, status_file=job_folder.status_path(env),
-                       policy=policy, key=key, require_all=require_all).run()
-        return Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report, policy=policy,
-                     strategy=roles.strategy, key=key).run()
+            hub = Hub(plan, roles, command, child_env, timing, report, status_file=job_folder.status_path(env),
+                      policy=policy, key=key, require_all=require_all)
+            status = hub.run()
+            for node in sorted({plan.tasks[rank].node for rank in hub.watch.lost_ranks()} if hub.watch else ()):
+                batch_host.check(plan, node, env, hub=True, finished=status == 0)  # batch-step lost with it?
+            return status
+        spoke = Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report, policy=policy,
+                      strategy=roles.strategy, key=key)
+        status = spoke.run()
+        if spoke.watch.lost:  # the hub gone: batch-step with it, when on the batch host?
+            batch_host.check(plan, plan.tasks[roles.chief_rank].node, env)
+        return status
     finally:
         if child.private_dir is not None:
             shutil.rmtree(child.private_dir, ignore_errors=True)

@@ -1,0 +1,150 @@
+"""plan.batch_host_loss: after the batch host's supervisor was lost, which task checks, and what it does."""
+
+import pytest
+
+from tf_for_slurm.plan.batch_host_loss import MAX_TURN, Ask, BatchHostLoss, Done, Sleep, checker_turn, gone
+
+
+@pytest.mark.parametrize("state, lost", [
+    ("MIXED", False), ("ALLOCATED", False), ("IDLE+DRAIN", False), ("MIXED+NOT_RESPONDING", True),
+    ("IDLE+NOT_RESPONDING", True), ("DOWN", True), ("DOWN+NOT_RESPONDING", True), ("MIXED*", True),
+    ("down*", True), ("", False), ("DOWNLOADING", False),
+])
+def test_gone(state, lost):
+    assert gone(state) is lost
+
+
+TASKS = [(0, "n1"), (1, "n1"), (2, "n2"), (3, "n2"), (4, "n3"), (5, "n4"), (6, "n5")]
+
+
+@pytest.mark.parametrize("rank, node, turn", [
+    (2, "n1", 0), (3, "n1", None), (4, "n1", 1), (5, "n1", 2), (6, "n1", None),  # the first task of 3 nodes
+    (0, "n1", None), (1, "n1", None),  # on the lost node itself
+    (0, "n2", 0), (4, "n2", 1), (2, "n2", None),
+])
+def test_checker_turn(rank, node, turn):
+    assert checker_turn(TASKS, rank, node) == turn
+
+
+def watch(**kw):
+    args = dict(job="7", node="n1", turn=0, restarts=0, requeues_left=3, start=100.0, wait=150.0, every=5.0)
+    args.update(kw)
+    return BatchHostLoss(**args)
+
+
+def test_a_step_that_runs_there_ends_the_check_at_once():
+    w = watch()
+    assert w.next(100.0) == Ask("probe")
+    w.probe_said(True, "", 101.0)
+    done = w.next(101.0)
+    assert isinstance(done, Done) and not done.acted
+    assert "n1 still starts a step" in done.line and "left to its batch script" in done.line
+
+
+def test_lost_node_requeued_within_the_budget():
+    w = watch(turn=1)
+    assert w.next(100.0) == Ask("probe")
+    w.probe_said(False, "Communication connection failure", 111.0)
+    assert w.next(111.0) == Ask("node")
+    w.node_said("MIXED", 111.5)
+    assert w.next(112.0) == Sleep(116.0)  # every 5 s from the last look
+    assert w.next(116.0) == Ask("node")
+    w.node_said(None, 116.1)  # Slurm did not answer: asked again later
+    assert w.next(118.0) == Sleep(121.0)
+    assert w.next(121.0) == Ask("node")
+    w.node_said("MIXED+NOT_RESPONDING", 122.0)
+    assert w.next(122.0) == Sleep(124.0)  # its turn: 2 s after the evidence
+    assert w.next(124.0) == Ask("job")
+    w.job_said("RUNNING", 0)
+    assert w.next(124.1) == Ask("requeue")
+    w.requeue_said(None)
+    done = w.next(125.0)
+    assert done.acted and done.line.startswith("requeued job 7: its batch host n1 lost (Slurm says "
+                                               "MIXED+NOT_RESPONDING)")
+    assert "3 requeue(s) were left" in done.line
+
+
+def test_no_evidence_within_the_wait_leaves_the_job():
+    w = watch(wait=20.0)
+    w.next(100.0)
+    w.probe_said(False, "no answer within 60 s", 100.0)
+    t = 100.0
+    while True:
+        step = w.next(t)
+        if isinstance(step, Done):
+            break
+        if step == Ask("node"):
+            w.node_said("ALLOCATED", t)
+        else:
+            assert isinstance(step, Sleep) and step.until <= 120.0
+            t = step.until
+    assert t == 120.0 and not step.acted
+    assert step.line == ("Slurm did not report its node n1 lost within 20 s (it says ALLOCATED; a step there did "
+                         "not start: no answer within 60 s): the job is left to its batch script")
+
+
+def lost(w, now=110.0):
+    w.next(100.0)
+    w.probe_said(False, "refused", 100.0)
+    w.next(100.0)
+    w.node_said("DOWN*", now)
+
+
+@pytest.mark.parametrize("state, restarts", [("COMPLETING", 0), ("PENDING", 1), ("RUNNING", 1), (None, None)])
+def test_another_task_acted_or_unknown(state, restarts):
+    w = watch()
+    lost(w)
+    assert w.next(110.0) == Ask("job")
+    w.job_said(state, restarts)
+    done = w.next(111.0)
+    assert isinstance(done, Done) and not done.acted
+
+
+def test_no_requeue_left_cancels():
+    w = watch(requeues_left=0)
+    lost(w)
+    w.next(110.0)
+    w.job_said("RUNNING", 0)
+    assert w.next(110.0) == Ask("cancel")
+    w.cancel_said(None)
+    done = w.next(111.0)
+    assert done.acted and "cancelled job 7" in done.line and "no requeue left (--max-requeues)" in done.line
+
+
+def test_a_refused_requeue_cancels():
+    w = watch()
+    lost(w)
+    w.next(110.0)
+    w.job_said("RUNNING", 0)
+    assert w.next(110.0) == Ask("requeue")
+    w.requeue_said("Requested operation is presently disabled")
+    assert w.next(110.0) == Ask("cancel")
+    w.cancel_said("Access/permission denied")
+    done = w.next(111.0)
+    assert not done.acted and done.line.startswith("could not cancel job 7 (Access/permission denied)")
+    assert "Slurm refused the requeue (Requested operation is presently disabled)" in done.line
+
+
+def test_a_finished_step_is_cancelled_not_requeued():
+    w = watch(finished=True)
+    lost(w)
+    w.next(110.0)
+    w.job_said("RUNNING", 0)
+    assert w.next(110.0) == Ask("cancel")
+    w.cancel_said(None)
+    assert "the step had ended with status 0" in w.next(110.0).line
+
+
+def test_turns_are_bounded():
+    w = watch(turn=100)
+    lost(w, now=110.0)
+    assert w.next(110.0) == Sleep(110.0 + MAX_TURN)
+
+
+def test_answers_out_of_turn_change_nothing():
+    w = watch()
+    w.node_said("DOWN", 100.0)  # not asked yet: the probe comes first
+    w.job_said("RUNNING", 0)
+    w.requeue_said(None)
+    w.cancel_said(None)
+    assert w.next(100.0) == Ask("probe")

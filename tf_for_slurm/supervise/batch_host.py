@@ -1,0 +1,129 @@
+"""After this task lost the step's supervisor on the job's batch host: plan.batch_host_loss's
+check, carried out (Slurm's commands, the clock, one line in this task's log).
+
+Why here, in the task's supervisor: batch-step died with the batch host, and Slurm keeps such a
+`--no-kill` job RUNNING with no batch script (docs/SLURM_NODE_LOSS.md); a surviving task is the only
+process of the job left to requeue it.  Only when batch-step said it runs the job (it sets
+TF_SLURM_BATCH_HOST and TF_SLURM_REQUEUES_LEFT in its steps' environment), and only in a few tasks
+(plan.batch_host_loss.checker_turn).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import time
+from typing import Callable, Mapping, Optional
+
+from tf_for_slurm.host import settings, slurm_call
+from tf_for_slurm.host.scontrol import ask_job, parse_job
+from tf_for_slurm.plan.batch_host_loss import Ask, BatchHostLoss, Done, Sleep, checker_turn
+from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.supervise.child_process import LOGGER
+from tf_for_slurm.supervise.slurm_job import requeue_job
+
+log = logging.getLogger(LOGGER)
+PATIENCE = 60.0  # seconds of Slurm controller outage a requeue or a cancel waits through
+PROBE_TIMEOUT = 60.0  # seconds the probe step may take (a dead node's slurmd: refused after ~11 s, measured)
+
+
+def _quiet(line: str) -> None:
+    log.debug("%s", line)
+
+
+def node_state(node: str) -> Optional[str]:
+    """Slurm's State of `node` (`MIXED+NOT_RESPONDING`, `DOWN*` ...), None when it does not answer."""
+    res = slurm_call.call(["scontrol", "show", "node", node], what=f"scontrol show node {node}", patience=0.0,
+                          say=_quiet, timeout=30)
+    return parse_job(res.stdout).get("State") if res.ok else None
+
+
+def probe(job: str, node: str, env: Mapping[str, str]) -> Optional[str]:
+    """A step of `true` on `node` inside the job: None when it ran, else why not (one line).  Run with
+    none of this step's SLURM_* variables, which srun would read as its own options."""
+    clean = {k: v for k, v in env.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+    try:
+        res = subprocess.run(["srun", "--jobid", job, "--overlap", "--quiet", "-N1", "-n1", "-w", node, "true"],
+                             env=clean, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"no answer within {PROBE_TIMEOUT:g} s"
+    except OSError as exc:
+        return f"srun: {exc.strerror or exc}"
+    if res.returncode == 0:
+        return None
+    lines = (res.stderr or res.stdout).strip().splitlines()
+    return (lines[0] if lines else f"srun exit {res.returncode}")[:200]
+
+
+def cancel_job(job: str) -> Optional[str]:
+    """`scancel JOB`: None when Slurm took it, else why not."""
+    res = slurm_call.call(["scancel", job], what=f"scancel {job}", patience=PATIENCE, say=log.warning, timeout=60)
+    return None if res.ok else (res.stderr.strip().splitlines() or [res.line])[-1][:200]
+
+
+def check(plan: ClusterPlan, lost_node: str, env: Mapping[str, str], *, hub: bool = False, finished: bool = False,
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Optional[Done]:
+    """The check after this task lost the step's supervisor on `lost_node`, or (`hub`) the step's
+    supervisor lost a task there, the step `finished` (status 0) or not; None: not this task's to make."""
+    batch_host = settings.text(env, settings.BATCH_HOST)
+    left = settings.integer(env, settings.REQUEUES_LEFT, 0)
+    wait = settings.seconds(env, settings.BATCH_HOST_WAIT)
+    wait = settings.default_seconds(settings.BATCH_HOST_WAIT) if wait is None else wait
+    if not batch_host or lost_node != batch_host or left is None or wait <= 0 or plan.me.node == lost_node:
+        return None
+    turn = 0 if hub else checker_turn([(t.rank, t.node) for t in plan.tasks], plan.me.rank, lost_node)
+    if turn is None:
+        return None
+    restarts = settings.integer(env, "SLURM_RESTART_COUNT", 0) or 0
+    job = plan.job_id
+    watch = BatchHostLoss(job=job, node=lost_node, turn=turn, restarts=restarts, requeues_left=left,
+                          start=clock(), wait=wait, finished=finished)
+    what = "a task lost was" if hub else "the step's supervisor was"
+    log.warning("%s on the job's batch host %s: checking whether that node was lost (for at most %g s)", what,
+                lost_node, wait)
+    while True:
+        step = watch.next(clock())
+        if isinstance(step, Done):
+            log.log(logging.ERROR if step.acted else logging.WARNING, "%s", step.line)
+            return step
+        if isinstance(step, Sleep):
+            sleep(max(0.0, step.until - clock()))
+            continue
+        _answer(watch, step, job, lost_node, env, clock)
+
+
+def _answer(watch: BatchHostLoss, ask: Ask, job: str, node: str, env: Mapping[str, str],
+            clock: Callable[[], float]) -> None:
+    if ask.what == "probe":
+        why = probe(job, node, env)
+        watch.probe_said(why is None, why or "", clock())
+    elif ask.what == "node":
+        watch.node_said(node_state(node), clock())
+    elif ask.what == "job":
+        info = ask_job(job, patience=PATIENCE).info
+        restarts = (info or {}).get("Restarts", "")
+        watch.job_said(info.get("JobState") if info else None, int(restarts) if restarts.isdigit() else None)
+    elif ask.what in ("requeue", "cancel"):
+        log.error("%s job %s: its batch host %s was lost", "requeuing" if ask.what == "requeue" else "cancelling",
+                  job, node)  # first: the requeue ends this task too (SIGTERM), maybe before its answer
+        with _TermHeld():
+            if ask.what == "requeue":
+                refused = requeue_job(job, PATIENCE, log.warning)
+                watch.requeue_said(None if refused is None else refused.why)
+            else:
+                watch.cancel_said(cancel_job(job))
+
+
+class _TermHeld:
+    """SIGTERM ignored while Slurm is asked to requeue or cancel the job, which sends it to this task:
+    the answer is read and said; SIGKILL still ends the task after Slurm's KillWait."""
+
+    def __enter__(self) -> None:
+        self.old = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    def __exit__(self, *_exc: object) -> None:
+        signal.signal(signal.SIGTERM, self.old)
+
+
+__all__ = ["cancel_job", "check", "node_state", "probe"]
