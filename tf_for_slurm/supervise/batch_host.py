@@ -11,10 +11,12 @@ TF_SLURM_BATCH_HOST and TF_SLURM_REQUEUES_LEFT in its steps' environment), and o
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import stat
 import subprocess
 import time
-from typing import Callable, Mapping, Optional
+from typing import Callable, List, Mapping, Optional
 
 from tf_for_slurm.host import settings, slurm_call
 from tf_for_slurm.host.scontrol import ask_job, parse_job
@@ -82,19 +84,40 @@ def check(plan: ClusterPlan, lost_node: str, env: Mapping[str, str], *, hub: boo
     what = "a task lost was" if hub else "the step's supervisor was"
     log.warning("%s on the job's batch host %s: checking whether that node was lost (for at most %g s)", what,
                 lost_node, wait)
+    batch_log: List[str] = []  # the job's batch log (StdOut), once Slurm said it
     while True:
         step = watch.next(clock())
         if isinstance(step, Done):
             log.log(logging.ERROR if step.acted else logging.WARNING, "%s", step.line)
+            if batch_log and watch.evidence is not None:
+                tell_batch_log(batch_log[0], f"tf-slurm exec (task {plan.me.rank} on {plan.me.node}): {step.line}")
             return step
         if isinstance(step, Sleep):
             sleep(max(0.0, step.until - clock()))
             continue
-        _answer(watch, step, job, lost_node, env, clock)
+        _answer(watch, step, job, lost_node, env, clock, batch_log)
+
+
+def tell_batch_log(path: str, line: str) -> None:
+    """Append `line` to the job's batch log, where its user looks (the batch script that would have said
+    it died with its node; a requeued run appends there too).  Best effort: only an existing file of
+    this user's, never a link."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    except OSError as exc:
+        log.debug("cannot append to the batch log %s: %s", path, exc)
+        return
+    try:
+        if os.fstat(fd).st_uid == os.getuid() and stat.S_ISREG(os.fstat(fd).st_mode):
+            os.write(fd, (line.replace("\n", " ") + "\n").encode("utf-8", "replace"))
+    except OSError as exc:
+        log.debug("cannot append to the batch log %s: %s", path, exc)
+    finally:
+        os.close(fd)
 
 
 def _answer(watch: BatchHostLoss, ask: Ask, job: str, node: str, env: Mapping[str, str],
-            clock: Callable[[], float]) -> None:
+            clock: Callable[[], float], batch_log: List[str]) -> None:
     if ask.what == "probe":
         why = probe(job, node, env)
         watch.probe_said(why is None, why or "", clock())
@@ -102,6 +125,8 @@ def _answer(watch: BatchHostLoss, ask: Ask, job: str, node: str, env: Mapping[st
         watch.node_said(node_state(node), clock())
     elif ask.what == "job":
         info = ask_job(job, patience=PATIENCE).info
+        if info and info.get("StdOut", "").startswith("/"):
+            batch_log[:] = [info["StdOut"]]
         restarts = (info or {}).get("Restarts", "")
         watch.job_said(info.get("JobState") if info else None, int(restarts) if restarts.isdigit() else None)
     elif ask.what in ("requeue", "cancel"):
@@ -126,4 +151,4 @@ class _TermHeld:
         signal.signal(signal.SIGTERM, self.old)
 
 
-__all__ = ["cancel_job", "check", "node_state", "probe"]
+__all__ = ["cancel_job", "check", "node_state", "probe", "tell_batch_log"]

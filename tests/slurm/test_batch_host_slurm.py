@@ -1,0 +1,69 @@
+"""Real Slurm: the batch host lost (issue 43 item 2).
+
+    sbatch -N3 -n3 scripts/tf_slurm_job.sh batch_host_job.py   (the template: --no-kill --requeue)
+
+The template's job on node[1-3]; its step's supervisor (the hub, rank 0) and batch-step both on
+node1, the batch host.  node1 crashes (tests/slurm_harness.py lose_node: its slurmd, the job's
+slurmstepd and processes there SIGKILLed at once).  Left alone, Slurm keeps such a `--no-kill` job
+RUNNING with no batch script to its time limit (docs/SLURM_NODE_LOSS.md).  Here rank 1's supervisor
+(node2), which lost the hub, finds that a step no longer starts on node1, waits until Slurm reports
+node1 NOT_RESPONDING (its next ping: up to about 100 s with the harness's SlurmdTimeout=300), and
+requeues the job, saying why in the job's log.  node1 is then started again (as a rebooted node
+would be) and the requeued run COMPLETES.
+
+The job's command is a plain program, not TensorFlow: what is tested is the supervisors' and Slurm's
+part; it waits on run 1 until the node is lost, and ends at once on a later run.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from slurm_harness import PYTHON, REPO, lose_node, restore_nodes, wait_for_log
+
+pytestmark = pytest.mark.slurm
+
+JOB = """import os, sys, time
+run = int(os.environ.get("SLURM_RESTART_COUNT") or 0) + 1
+print(f"task {os.environ['SLURM_PROCID']} of run {run} on {os.environ['SLURMD_NODENAME']}", flush=True)
+if run == 1:
+    time.sleep(900)  # until its node is lost, or the job requeued
+"""
+
+
+def test_a_job_whose_batch_host_is_lost_is_requeued_by_a_surviving_task(slurm_cluster, tmp_path):
+    cluster = slurm_cluster
+    script = tmp_path / "batch_host_job.py"
+    script.write_text(JOB)
+    env = {"PYTHON": PYTHON, "PYTHONPATH": str(REPO), "IB": "NoIB", "NUM_PS": "0", "MODEL_DIR": str(tmp_path / "m"),
+           "TF_SLURM_JOBS_ROOT": str(tmp_path)}
+    res = cluster.run(["sbatch", "--parsable", "-N3", "-n3", "-o", str(tmp_path / "job-%j.out"),
+                       str(REPO / "scripts" / "tf_slurm_job.sh"), str(script)], timeout=60, env=env, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip().split(";")[0]
+    log = tmp_path / f"job-{job}.out"
+    restored = False
+    try:
+        wait_for_log(log, r"(?s)(task \d of run 1 on.*){3}", 120, unless=r"srun exit status")
+        assert cluster.show_job(job).get("BatchHost") == "node1"
+        lost_at = time.time()
+        assert len(lose_node(cluster, "node1", job)) >= 3
+        deadline = time.monotonic() + 240  # the probe (~11 s), Slurm's next ping (<= ~100 s), the turn
+        while cluster.show_job(job).get("Restarts") == "0":
+            assert time.monotonic() < deadline, (cluster.show_job(job), log.read_text(errors="replace")[-3000:])
+            time.sleep(1)
+        print(f"job {job}: requeued {time.time() - lost_at:.1f} s after its batch host was lost")
+        restore_nodes(cluster)  # the node back, as after a reboot: Slurm then lets the requeued run start
+        restored = True
+        info = cluster.wait_job(job, 180)
+    finally:
+        if not restored:
+            restore_nodes(cluster)
+    text = log.read_text(errors="replace")
+    assert info["JobState"] == "COMPLETED" and info.get("Restarts") == "1", (info, text[-4000:])
+    assert "task 0 of run 2 on" in text, text[-4000:]
+    line = [x for x in text.splitlines() if "its batch host node1 lost" in x]
+    assert line and line[0].startswith("tf-slurm exec (task 1 on node2): requeued job " + job), text[-4000:]
+    assert "Slurm says" in line[0] and "NOT_RESPONDING" in line[0] or "DOWN" in line[0], line
