@@ -505,6 +505,14 @@ def test_a_silent_pss_worker_is_lost_and_a_second_loss_of_the_last_one_ends_the_
     assert 2 in w.lost and not w.decided
     assert w.closed(3, 16.0) == [End((0, 1), LOST_STATUS)]  # the last worker: nothing left to train on
     assert w.failure.rank == 3 and "was lost" in w.failure.reason
+    assert w.lost_ranks() == [2, 3]  # the one gone on without, and the one whose loss ended the step
+
+
+def test_lost_ranks_leave_out_tasks_that_failed_with_a_status():
+    w = watch("ps", "worker", "worker")
+    assert w.lost_ranks() == []
+    w.exit(2, 1, 1.0)  # a failure with its own status: not lost
+    assert w.failure.rank == 2 and w.lost_ranks() == []
 
 
 def test_a_lost_tf1_worker_while_the_chief_drains_ends_the_step_at_once():

@@ -247,6 +247,7 @@ trap 'echo TERM > "$FAKE_DIR/termed"; date +%s.%N > "$FAKE_DIR/told"
       echo "model_checkpoint_path: \\"model.ckpt-$FAKE_STEP\\"" > "$FAKE_DIR/checkpoint"; exit 0' TERM
 echo $$ > "$FAKE_DIR/srun.pid"
 echo "${TF_SLURM_MIN_WORKERS:-unset}" > "$FAKE_DIR/min_workers"
+echo "${TF_SLURM_BATCH_HOST:-unset} ${TF_SLURM_REQUEUES_LEFT:-unset}" > "$FAKE_DIR/batch_host"
 echo started > "$FAKE_DIR/started"
 for i in $(seq 1 ${FAKE_LOOPS:-40}); do sleep 0.1; done
 echo "model_checkpoint_path: \\"model.ckpt-$FAKE_TARGET\\"" > "$FAKE_DIR/checkpoint"
@@ -432,6 +433,23 @@ def test_batch_step_gives_the_step_its_minimum_of_workers(fake_slurm, extra, see
     env.pop("TF_SLURM_MIN_WORKERS", None)
     rc, log = _batch_step(tmp_path, {**env, "FAKE_LOOPS": "2"}, None, *extra)
     assert rc == 0 and (tmp_path / "min_workers").read_text().strip() == seen, log
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("node, restarts, extra, seen", [
+    ("node1", "0", (), "node1 10"), ("node4", "3", ("--max-requeues", "5"), "node4 2"),
+    ("node1", "7", ("--max-requeues", "5"), "node1 0"), ("", "0", (), "unset unset"),
+])
+def test_batch_step_tells_the_step_its_node_and_the_requeues_left(fake_slurm, node, restarts, extra, seen):
+    """A task that lost the step's supervisor on the batch host requeues within this budget (issue 43
+    item 2); outside a Slurm node (no SLURMD_NODENAME), nothing is set and nobody checks."""
+    tmp_path, env = fake_slurm
+    env = {**env, "FAKE_LOOPS": "2", "SLURM_RESTART_COUNT": restarts}
+    env.pop("SLURMD_NODENAME", None)
+    if node:
+        env["SLURMD_NODENAME"] = node
+    rc, log = _batch_step(tmp_path, env, None, *extra)
+    assert rc == 0 and (tmp_path / "batch_host").read_text().strip() == seen, log
 
 
 @pytest.mark.timeout(60)

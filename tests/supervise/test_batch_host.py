@@ -1,0 +1,107 @@
+"""supervise.batch_host: a task's check after the batch host's supervisor was lost, with Slurm stood in."""
+
+
+import pytest
+
+from tf_for_slurm.host.scontrol import JobAnswer
+from tf_for_slurm.plan.cluster import ClusterPlan, Task
+from tf_for_slurm.supervise import batch_host
+from tf_for_slurm.supervise.slurm_job import RequeueFailed
+
+TASKS = tuple(Task(r, f"node{r + 1}", r, 0, "worker", r, f"node{r + 1}", 5000 + r) for r in range(4))
+ENV = {"TF_SLURM_BATCH_HOST": "node1", "TF_SLURM_REQUEUES_LEFT": "2", "TF_SLURM_BATCH_HOST_WAIT": "60"}
+
+
+class Slurm:
+    """Slurm's answers, and what was asked of it."""
+
+    def __init__(self, monkeypatch, tmp_path, probe="Communication connection failure",
+                 states=("MIXED", "MIXED+NOT_RESPONDING"), job=("RUNNING", "0"), refused=None):
+        self.asked, self.states, self.now = [], list(states), 0.0
+        self.log = tmp_path / "job.out"
+        self.log.write_text("run 1\n")
+        monkeypatch.setattr(batch_host, "probe", lambda j, n, env: self._say("probe", probe))
+        monkeypatch.setattr(batch_host, "node_state", lambda n: self._say("node", self.states.pop(0)
+                                                                          if len(self.states) > 1 else self.states[0]))
+        info = {"JobState": job[0], "Restarts": job[1], "StdOut": str(self.log)}
+        monkeypatch.setattr(batch_host, "ask_job", lambda j, patience: self._say("job", JobAnswer(info)))
+        monkeypatch.setattr(batch_host, "requeue_job", lambda j, p, say: self._say(
+            "requeue", None if refused is None else RequeueFailed(refused, False)))
+        monkeypatch.setattr(batch_host, "cancel_job", lambda j: self._say("cancel", None))
+
+    def _say(self, what, answer):
+        self.asked.append(what)
+        return answer
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def check(slurm, rank, env=ENV, lost="node1", **kw):
+    plan = ClusterPlan(TASKS, my_rank=rank, job_id="7")
+    return batch_host.check(plan, lost, env, clock=slurm.clock, sleep=slurm.sleep, **kw)
+
+
+def test_a_surviving_task_requeues_once_slurm_reports_the_node_lost(monkeypatch, tmp_path):
+    slurm = Slurm(monkeypatch, tmp_path)
+    done = check(slurm, 1)
+    assert slurm.asked == ["probe", "node", "node", "job", "requeue"]
+    assert done.acted and done.line.startswith("requeued job 7: its batch host node1 lost (Slurm says "
+                                               "MIXED+NOT_RESPONDING)")
+    assert slurm.log.read_text().splitlines()[-1] == f"tf-slurm exec (task 1 on node2): {done.line}"
+
+
+def test_a_node_that_still_starts_a_step_is_left_to_batch_step(monkeypatch, tmp_path):
+    slurm = Slurm(monkeypatch, tmp_path, probe=None)
+    done = check(slurm, 1)
+    assert slurm.asked == ["probe"] and not done.acted
+    assert slurm.log.read_text() == "run 1\n"  # nothing said in the batch log: batch-step lives
+
+
+def test_no_evidence_within_the_wait_leaves_the_job(monkeypatch, tmp_path):
+    slurm = Slurm(monkeypatch, tmp_path, states=("MIXED",))
+    done = check(slurm, 1)
+    assert not done.acted and "within 60 s" in done.line and slurm.now == pytest.approx(60.0)
+    assert set(slurm.asked) == {"probe", "node"} and slurm.asked.count("node") == 12  # every 5 s
+
+
+def test_a_refused_requeue_cancels(monkeypatch, tmp_path):
+    slurm = Slurm(monkeypatch, tmp_path, refused="Requested operation is presently disabled")
+    done = check(slurm, 2)
+    assert slurm.asked[-2:] == ["requeue", "cancel"] and done.acted and "cancelled job 7" in done.line
+    assert slurm.now >= 2.0  # rank 2 is the second checker: its turn, 2 s after the evidence
+
+
+def test_the_hub_cancels_a_finished_step_at_once(monkeypatch, tmp_path):
+    slurm = Slurm(monkeypatch, tmp_path)
+    done = check(slurm, 3, hub=True, finished=True)
+    assert slurm.asked[-1] == "cancel" and "the step had ended with status 0" in done.line
+
+
+@pytest.mark.parametrize("rank, env, lost", [
+    (1, {}, "node1"),  # not under batch-step
+    (1, {**ENV, "TF_SLURM_REQUEUES_LEFT": ""}, "node1"),
+    (1, {**ENV, "TF_SLURM_BATCH_HOST_WAIT": "0"}, "node1"),  # turned off
+    (1, ENV, "node3"),  # the lost supervisor was not on the batch host
+    (0, ENV, "node1"),  # this task is on the batch host: it lives
+])
+def test_who_does_not_check(monkeypatch, tmp_path, rank, env, lost):
+    slurm = Slurm(monkeypatch, tmp_path)
+    assert check(slurm, rank, env, lost) is None and slurm.asked == []
+
+
+def test_the_batch_log_is_written_only_when_it_is_a_file_of_this_user(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    batch_host.tell_batch_log(str(link), "x")
+    batch_host.tell_batch_log(str(tmp_path / "missing"), "x")  # never created
+    assert target.read_text() == "" and not (tmp_path / "missing").exists()
+    log = tmp_path / "job.out"
+    log.write_text("a\n")
+    batch_host.tell_batch_log(str(log), "b\nc")
+    assert log.read_text() == "a\nb c\n"
