@@ -3,7 +3,6 @@
 
 import pytest
 
-from tf_for_slurm.host.scontrol import JobAnswer
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
 from tf_for_slurm.supervise import batch_host
 from tf_for_slurm.supervise.slurm_job import RequeueFailed
@@ -24,7 +23,7 @@ class Slurm:
         monkeypatch.setattr(batch_host, "node_state", lambda n: self._say("node", self.states.pop(0)
                                                                           if len(self.states) > 1 else self.states[0]))
         info = {"JobState": job[0], "Restarts": job[1], "StdOut": str(self.log)}
-        monkeypatch.setattr(batch_host, "ask_job", lambda j, patience: self._say("job", JobAnswer(info)))
+        monkeypatch.setattr(batch_host, "job_state", lambda j: self._say("job", info))
         monkeypatch.setattr(batch_host, "requeue_job", lambda j, p, say: self._say(
             "requeue", None if refused is None else RequeueFailed(refused, False)))
         monkeypatch.setattr(batch_host, "cancel_job", lambda j: self._say("cancel", None))

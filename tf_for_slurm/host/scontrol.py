@@ -11,33 +11,17 @@ host.slurm_call).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Dict, Optional
 
 from tf_for_slurm.host import slurm_call
+from tf_for_slurm.plan.scontrol_text import parse_job
 from tf_for_slurm.plan.slurm_outage import away_reason
 
 TIMEOUT = 30.0  # seconds: a slurmctld that does not answer must not hang a status view
 #: seconds of outage `ask_job` waits through by default: none, one try (a person is waiting; `status
 #: --watch`'s next redraw is the next try)
 PATIENCE = 0.0
-
-_KEY = re.compile(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_:/]*)=")
-
-
-def parse_job(text: str) -> Dict[str, str]:
-    """`scontrol show job` text -> {Key: value} for the first job; values are tokens, never evaluated
-    (a value may hold spaces: it runs to the next Key=)."""
-    out: Dict[str, str] = {}
-    keys = list(_KEY.finditer(text))
-    for i, m in enumerate(keys):
-        if m.group(1) == "JobId" and out:
-            break
-        end = keys[i + 1].start() if i + 1 < len(keys) else len(text)
-        out[m.group(1)] = text[m.end():end].strip()
-    return out
-
 
 @dataclass(frozen=True)
 class JobAnswer:

@@ -39,6 +39,7 @@ STEP_GPUS, JOB_GPUS = "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"
 JOB_PARTITION = "SLURM_JOB_PARTITION"
 SBATCH_PARTITION = "SBATCH_PARTITION"  # sbatch's input variable: the partition when -p is not given
 RESTART_COUNT = "SLURM_RESTART_COUNT"
+CONF = "SLURM_CONF"  # where Slurm's commands find slurm.conf (kept for an srun started from a task)
 HET_SIZE = "SLURM_HET_SIZE"  # heterogeneous job: its number of components
 PREFIXES = ("SLURM_", "SLURMD_")  # every variable Slurm sets starts with one of these
 # not Slurm's, but read with its step: which GPUs CUDA may use

@@ -16,12 +16,12 @@ import signal
 import stat
 import subprocess
 import time
-from typing import Callable, List, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional
 
-from tf_for_slurm.host import settings, slurm_call
-from tf_for_slurm.host.scontrol import ask_job, parse_job
+from tf_for_slurm.host import settings, slurm, slurm_call
 from tf_for_slurm.plan.batch_host_loss import Ask, BatchHostLoss, Done, Sleep, checker_turn
 from tf_for_slurm.plan.cluster import ClusterPlan
+from tf_for_slurm.plan.scontrol_text import parse_job
 from tf_for_slurm.supervise.child_process import LOGGER
 from tf_for_slurm.supervise.slurm_job import requeue_job
 
@@ -44,7 +44,7 @@ def node_state(node: str) -> Optional[str]:
 def probe(job: str, node: str, env: Mapping[str, str]) -> Optional[str]:
     """A step of `true` on `node` inside the job: None when it ran, else why not (one line).  Run with
     none of this step's SLURM_* variables, which srun would read as its own options."""
-    clean = {k: v for k, v in env.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+    clean = {k: v for k, v in env.items() if not k.startswith(slurm.PREFIXES) or k == slurm.CONF}
     try:
         res = subprocess.run(["srun", "--jobid", job, "--overlap", "--quiet", "-N1", "-n1", "-w", node, "true"],
                              env=clean, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
@@ -56,6 +56,13 @@ def probe(job: str, node: str, env: Mapping[str, str]) -> Optional[str]:
         return None
     lines = (res.stderr or res.stdout).strip().splitlines()
     return (lines[0] if lines else f"srun exit {res.returncode}")[:200]
+
+
+def job_state(job: str) -> Optional[Dict[str, str]]:
+    """`scontrol show job JOB`'s fields, through up to PATIENCE s of controller outage; None when not known."""
+    res = slurm_call.call(["scontrol", "show", "job", job], what=f"scontrol show job {job}", patience=PATIENCE,
+                          say=log.warning, timeout=30)
+    return (parse_job(res.stdout) or None) if res.ok else None
 
 
 def cancel_job(job: str) -> Optional[str]:
@@ -77,7 +84,7 @@ def check(plan: ClusterPlan, lost_node: str, env: Mapping[str, str], *, hub: boo
     turn = 0 if hub else checker_turn([(t.rank, t.node) for t in plan.tasks], plan.me.rank, lost_node)
     if turn is None:
         return None
-    restarts = settings.integer(env, "SLURM_RESTART_COUNT", 0) or 0
+    restarts = settings.integer(env, slurm.RESTART_COUNT, 0) or 0
     job = plan.job_id
     watch = BatchHostLoss(job=job, node=lost_node, turn=turn, restarts=restarts, requeues_left=left,
                           start=clock(), wait=wait, finished=finished)
@@ -124,7 +131,7 @@ def _answer(watch: BatchHostLoss, ask: Ask, job: str, node: str, env: Mapping[st
     elif ask.what == "node":
         watch.node_said(node_state(node), clock())
     elif ask.what == "job":
-        info = ask_job(job, patience=PATIENCE).info
+        info = job_state(job)
         if info and info.get("StdOut", "").startswith("/"):
             batch_log[:] = [info["StdOut"]]
         restarts = (info or {}).get("Restarts", "")
@@ -151,4 +158,4 @@ class _TermHeld:
         signal.signal(signal.SIGTERM, self.old)
 
 
-__all__ = ["cancel_job", "check", "node_state", "probe", "tell_batch_log"]
+__all__ = ["cancel_job", "check", "job_state", "node_state", "probe", "tell_batch_log"]

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from tf_for_slurm.errors import UsageError, bad_value
-from tf_for_slurm.host import job_folder, settings, threads
+from tf_for_slurm.host import job_folder, settings, slurm, threads
 from tf_for_slurm.host.step_secret import with_secret
 from tf_for_slurm.plan.batch_settings import first_failure, srun_ended_ranks
 from tf_for_slurm.plan.requeue import START_GRACE, Decision, decide
@@ -348,7 +348,7 @@ def batch_host_env(env: Mapping[str, str], requeues_left: int) -> Dict[str, str]
     """For the steps' tasks: this node (the batch host) and the requeues left, so that a task that lost
     the step's supervisor here can requeue the job once Slurm reports this node lost
     (supervise/batch_host.py); {} outside a Slurm node."""
-    node = env.get("SLURMD_NODENAME", "")
+    node = env.get(slurm.NODENAME, "")
     return {settings.BATCH_HOST: node, settings.REQUEUES_LEFT: str(max(0, requeues_left))} if node else {}
 
 

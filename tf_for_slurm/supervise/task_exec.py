@@ -231,22 +231,30 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
             if child.spill_dir is None:
                 return _exec(command, child_env)
             return _run_plain(command, child_env)
-        if me.rank == roles.chief_rank:
-            hub = Hub(plan, roles, command, child_env, timing, report, status_file=job_folder.status_path(env),
-                      policy=policy, key=key, require_all=require_all)
-            status = hub.run()
-            for node in sorted({plan.tasks[rank].node for rank in hub.watch.lost_ranks()} if hub.watch else ()):
-                batch_host.check(plan, node, env, hub=True, finished=status == 0)  # batch-step lost with it?
-            return status
-        spoke = Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report, policy=policy,
-                      strategy=roles.strategy, key=key)
-        status = spoke.run()
-        if spoke.watch.lost:  # the hub gone: batch-step with it, when on the batch host?
-            batch_host.check(plan, plan.tasks[roles.chief_rank].node, env)
-        return status
+        return _supervised(plan, roles, command, child_env, env, timing, report, policy, key, require_all)
     finally:
         if child.private_dir is not None:
             shutil.rmtree(child.private_dir, ignore_errors=True)
+
+
+def _supervised(plan: ClusterPlan, roles: StepRoles, command: List[str], child_env: Mapping[str, str],
+                env: Mapping[str, str], timing: Timing, report: Optional[str], policy: RestartPolicy, key: bytes,
+                require_all: bool) -> int:
+    """This task under the hub (the chief's) or a spoke; then, when a peer on the job's batch host was
+    lost, the check whether batch-step went with its node (supervise.batch_host)."""
+    if plan.me.rank == roles.chief_rank:
+        hub = Hub(plan, roles, command, child_env, timing, report, status_file=job_folder.status_path(env),
+                  policy=policy, key=key, require_all=require_all)
+        status = hub.run()
+        for node in sorted({plan.tasks[rank].node for rank in hub.watch.lost_ranks()} if hub.watch else ()):
+            batch_host.check(plan, node, env, hub=True, finished=status == 0)
+        return status
+    spoke = Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report, policy=policy,
+                  strategy=roles.strategy, key=key)
+    status = spoke.run()
+    if spoke.watch.lost:
+        batch_host.check(plan, plan.tasks[roles.chief_rank].node, env)
+    return status
 
 
 def _exec(command: List[str], env: Mapping[str, str]) -> int:
