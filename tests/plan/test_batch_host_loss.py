@@ -2,7 +2,8 @@
 
 import pytest
 
-from tf_for_slurm.plan.batch_host_loss import MAX_TURN, Ask, BatchHostLoss, Done, Sleep, checker_turn, gone
+from tf_for_slurm.plan.batch_host_loss import (MAX_TURN, Ask, BatchHostLoss, Done, Sleep, checker_turn, gone,
+                                               launch_failed)
 
 
 @pytest.mark.parametrize("state, lost", [
@@ -27,9 +28,23 @@ def test_checker_turn(rank, node, turn):
 
 
 def watch(**kw):
-    args = dict(job="7", node="n1", turn=0, restarts=0, requeues_left=3, start=100.0, wait=150.0, every=5.0)
+    args = dict(job="7", node="n1", turn=0, restarts=0, requeues_left=3, start=100.0, wait=150.0, every=5.0,
+                probe_every=15.0)
     args.update(kw)
     return BatchHostLoss(**args)
+
+
+REFUSED = "srun: error: Application launch failed: Communication connection failure"
+
+
+@pytest.mark.parametrize("text, failed", [
+    (REFUSED, True), ("srun: error: Task launch for StepId=7.3 failed on node n1: Communication connection failure",
+                      True),
+    ("srun: error: Unable to create step for job 7: Requested node configuration is not available", False),
+    ("srun: No such file or directory", False), ("no answer within 60 s", False),
+])
+def test_launch_failed(text, failed):
+    assert launch_failed(text) is failed
 
 
 def test_a_step_that_runs_there_ends_the_check_at_once():
@@ -41,33 +56,58 @@ def test_a_step_that_runs_there_ends_the_check_at_once():
     assert "n1 still starts a step" in done.line and "left to its batch script" in done.line
 
 
-def test_lost_node_requeued_within_the_budget():
+def test_slurms_verdict_is_the_evidence_then_the_requeue_within_the_budget():
     w = watch(turn=1)
     assert w.next(100.0) == Ask("probe")
-    w.probe_said(False, "Communication connection failure", 111.0)
+    w.probe_said(False, "srun: error: Unable to create step", 101.0)  # not the node's answer: no evidence
+    assert w.next(101.0) == Ask("node")
+    w.node_said("MIXED", 101.5)
+    assert w.next(102.0) == Sleep(106.0)  # every 5 s from the last look
+    assert w.next(106.0) == Ask("node")
+    w.node_said(None, 106.1)  # Slurm did not answer: asked again later
     assert w.next(111.0) == Ask("node")
-    w.node_said("MIXED", 111.5)
-    assert w.next(112.0) == Sleep(116.0)  # every 5 s from the last look
-    assert w.next(116.0) == Ask("node")
-    w.node_said(None, 116.1)  # Slurm did not answer: asked again later
-    assert w.next(118.0) == Sleep(121.0)
-    assert w.next(121.0) == Ask("node")
-    w.node_said("MIXED+NOT_RESPONDING", 122.0)
-    assert w.next(122.0) == Sleep(124.0)  # its turn: 2 s after the evidence
-    assert w.next(124.0) == Ask("job")
+    w.node_said("MIXED+NOT_RESPONDING", 112.0)
+    assert w.next(112.0) == Sleep(114.0)  # its turn: 2 s after the evidence
+    assert w.next(114.0) == Ask("job")
     w.job_said("RUNNING", 0)
-    assert w.next(124.1) == Ask("requeue")
+    assert w.next(114.1) == Ask("requeue")
     w.requeue_said(None)
-    done = w.next(125.0)
+    done = w.next(115.0)
     assert done.acted and done.line.startswith("requeued job 7: its batch host n1 lost (Slurm says "
                                                "MIXED+NOT_RESPONDING)")
     assert "3 requeue(s) were left" in done.line
 
 
+def test_two_probes_in_a_row_that_failed_to_launch_are_the_evidence():
+    w = watch()
+    assert w.next(100.0) == Ask("probe")
+    w.probe_said(False, REFUSED, 111.0)
+    assert w.next(111.0) == Ask("node")
+    w.node_said("MIXED", 111.0)
+    assert w.next(111.0) == Sleep(115.0)  # the next probe 15 s after the first began
+    assert w.next(115.0) == Ask("probe")
+    w.probe_said(False, REFUSED, 126.0)
+    assert w.next(126.0) == Ask("job")
+    w.job_said("RUNNING", 0)
+    assert w.next(126.0) == Ask("requeue")
+    w.requeue_said(None)
+    assert w.next(126.0).line.startswith(f"requeued job 7: its batch host n1 lost (2 steps in a row could not "
+                                         f"start there: {REFUSED})")
+
+
+def test_a_probe_failure_of_another_kind_breaks_the_row():
+    w = watch()
+    w.next(100.0)
+    w.probe_said(False, REFUSED, 100.0)
+    w.next(115.0)
+    w.probe_said(False, "srun: error: Unable to create step", 115.0)
+    w.next(130.0)
+    w.probe_said(False, REFUSED, 130.0)
+    assert w.phase == "look" and w.evidence is None
+
+
 def test_no_evidence_within_the_wait_leaves_the_job():
     w = watch(wait=20.0)
-    w.next(100.0)
-    w.probe_said(False, "no answer within 60 s", 100.0)
     t = 100.0
     while True:
         step = w.next(t)
@@ -75,6 +115,8 @@ def test_no_evidence_within_the_wait_leaves_the_job():
             break
         if step == Ask("node"):
             w.node_said("ALLOCATED", t)
+        elif step == Ask("probe"):
+            w.probe_said(False, "no answer within 60 s", t)
         else:
             assert isinstance(step, Sleep) and step.until <= 120.0
             t = step.until
@@ -143,8 +185,7 @@ def test_turns_are_bounded():
 
 def test_answers_out_of_turn_change_nothing():
     w = watch()
-    w.node_said("DOWN", 100.0)  # not asked yet: the probe comes first
-    w.job_said("RUNNING", 0)
+    w.job_said("RUNNING", 0)  # before any evidence
     w.requeue_said(None)
     w.cancel_said(None)
-    assert w.next(100.0) == Ask("probe")
+    assert w.next(100.0) == Ask("probe") and w.phase == "look"

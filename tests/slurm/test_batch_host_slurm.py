@@ -6,9 +6,9 @@ The template's job on node[1-3]; its step's supervisor (the hub, rank 0) and bat
 node1, the batch host.  node1 crashes (tests/slurm_harness.py lose_node: its slurmd, the job's
 slurmstepd and processes there SIGKILLed at once).  Left alone, Slurm keeps such a `--no-kill` job
 RUNNING with no batch script to its time limit (docs/SLURM_NODE_LOSS.md).  Here rank 1's supervisor
-(node2), which lost the hub, finds that a step no longer starts on node1, waits until Slurm reports
-node1 NOT_RESPONDING (its next ping: up to about 100 s with the harness's SlurmdTimeout=300), and
-requeues the job, saying why in the job's log.  node1 is then started again (as a rebooted node
+(node2), which lost the hub, finds that a step no longer starts on node1 (twice, 15 s apart: its
+slurmd is gone; Slurm's own NOT_RESPONDING may take up to SlurmdTimeout, 300 s here), and requeues
+the job, saying why in the job's log.  node1 is then started again (as a rebooted node
 would be) and the requeued run COMPLETES.
 
 The job's command is a plain program, not TensorFlow: what is tested is the supervisors' and Slurm's
@@ -50,7 +50,7 @@ def test_a_job_whose_batch_host_is_lost_is_requeued_by_a_surviving_task(slurm_cl
         assert cluster.show_job(job).get("BatchHost") == "node1"
         lost_at = time.time()
         assert len(lose_node(cluster, "node1", job)) >= 3
-        deadline = time.monotonic() + 240  # the probe (~11 s), Slurm's next ping (<= ~100 s), the turn
+        deadline = time.monotonic() + 240  # two probes (~11 s each, 15 s apart), the turn
         while cluster.show_job(job).get("Restarts") == "0":
             assert time.monotonic() < deadline, (cluster.show_job(job), log.read_text(errors="replace")[-3000:])
             time.sleep(1)
@@ -66,4 +66,4 @@ def test_a_job_whose_batch_host_is_lost_is_requeued_by_a_surviving_task(slurm_cl
     assert "task 0 of run 2 on" in text, text[-4000:]
     line = [x for x in text.splitlines() if "its batch host node1 lost" in x]
     assert line and line[0].startswith("tf-slurm exec (task 1 on node2): requeued job " + job), text[-4000:]
-    assert "Slurm says" in line[0] and "NOT_RESPONDING" in line[0] or "DOWN" in line[0], line
+    assert "could not start there" in line[0] or "Slurm says" in line[0], line

@@ -61,10 +61,18 @@ def test_a_node_that_still_starts_a_step_is_left_to_batch_step(monkeypatch, tmp_
 
 
 def test_no_evidence_within_the_wait_leaves_the_job(monkeypatch, tmp_path):
-    slurm = Slurm(monkeypatch, tmp_path, states=("MIXED",))
+    slurm = Slurm(monkeypatch, tmp_path, probe="srun: error: Unable to create step", states=("MIXED",))
     done = check(slurm, 1)
     assert not done.acted and "within 60 s" in done.line and slurm.now == pytest.approx(60.0)
-    assert set(slurm.asked) == {"probe", "node"} and slurm.asked.count("node") == 12  # every 5 s
+    assert slurm.asked.count("probe") == 4 and slurm.asked.count("node") == 12  # every 15 s and every 5 s
+
+
+def test_two_failed_launches_are_the_evidence_when_slurm_is_slow_to_say(monkeypatch, tmp_path):
+    slurm = Slurm(monkeypatch, tmp_path, probe="srun: error: Application launch failed: Communication connection "
+                                               "failure", states=("MIXED",))
+    done = check(slurm, 1)
+    assert done.acted and slurm.asked == ["probe", "node", "node", "node", "probe", "job", "requeue"]
+    assert "(2 steps in a row could not start there: srun: error: Application launch failed" in done.line
 
 
 def test_a_refused_requeue_cancels(monkeypatch, tmp_path):

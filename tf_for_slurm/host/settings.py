@@ -128,8 +128,9 @@ MIN_WORKERS = _setting("TF_SLURM_MIN_WORKERS", "int", None, "the fewest workers 
 SPARE_NODES = _setting("TF_SLURM_SPARE_NODES", "int", "0", "batch-step: nodes of the allocation the first step "
                        "leaves free, to take a lost node's place (`tf-slurm submit --spare-nodes`)")
 BATCH_HOST_WAIT = _setting("TF_SLURM_BATCH_HOST_WAIT", "seconds", "150", "a task that lost the step's supervisor "
-                           "on the job's batch host waits this long for Slurm to report that node lost (then it "
-                           "requeues the job, or cancels it with no requeue left: nothing else would end it); `0`: off")
+                           "on the job's batch host waits this long for the evidence that the node is lost (two steps "
+                           "its slurmd did not take, or Slurm's NOT_RESPONDING/DOWN); then it requeues the job, or "
+                           "cancels it with no requeue left: nothing else would end it; `0`: off")
 BATCH_HOST = _setting("TF_SLURM_BATCH_HOST", "text", None, "the node batch-step runs on (set by batch-step for its "
                       "steps' tasks)", internal=True)
 REQUEUES_LEFT = _setting("TF_SLURM_REQUEUES_LEFT", "int", None, "the requeues batch-step has left (set by batch-step "

@@ -10,10 +10,13 @@ after SlurmdTimeout.  A node whose slurmd still starts a step lost only the proc
 lives there and decides, as for any lost task.
 
 Pure (values in, actions out), carried out by supervise/batch_host.py.  Rules, in order:
-1. first a probe: a step of `true` on the node (`srun --overlap -w NODE`); it ran: the node lives,
-   nothing done (one line);
-2. else look at the node's state every `every` s; `NOT_RESPONDING` or `DOWN` is the evidence;
-   none within `wait` s: nothing done (one line);
+1. probe the node with a step of `true` (`srun --overlap -w NODE`) every `probe_every` s: it ran,
+   the node lives, nothing done (one line);
+2. the evidence that the node is lost: Slurm reports it `NOT_RESPONDING` or `DOWN` (looked at
+   every `every` s), or PROBES_LOST probes in a row failed to launch there (its slurmd does not
+   answer: measured, "Communication connection failure" after 11 s).  Slurm alone may take up to
+   its SlurmdTimeout: it marked the node NOT_RESPONDING after 36-85 s in three runs, and not within
+   240 s in a fourth.  Neither within `wait` s: nothing done (one line);
 3. with the evidence, this task waits its turn (`turn_gap` s per place in `checkers`' order, at
    most `MAX_TURN` s), then looks at the job: no longer RUNNING, or restarted since this run
    began: another task acted, nothing more;
@@ -27,11 +30,14 @@ from __future__ import annotations
 
 from typing import Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
-__all__ = ["CHECKERS", "DEFAULT_EVERY", "MAX_TURN", "Ask", "BatchHostLoss", "Done", "Sleep", "checker_turn", "gone"]
+__all__ = ["CHECKERS", "DEFAULT_EVERY", "MAX_TURN", "PROBE_EVERY", "PROBES_LOST", "Ask", "BatchHostLoss", "Done",
+           "Sleep", "checker_turn", "gone", "launch_failed"]
 
 CHECKERS = 3  # tasks that check (one a node, the first nodes other than the batch host): not a storm of sruns
 
 DEFAULT_EVERY = 5.0  # seconds between two looks at the node's state
+PROBE_EVERY = 15.0  # seconds between the starts of two probes
+PROBES_LOST = 2  # probes in a row that failed to launch: the node's slurmd is gone
 MAX_TURN = 20.0  # seconds the highest ranks wait for a lower one to act
 
 
@@ -64,6 +70,14 @@ def gone(state: str) -> bool:
     return "NOT_RESPONDING" in words or "DOWN" in words
 
 
+def launch_failed(text: str) -> bool:
+    """srun's words when the step was made but its node's slurmd did not take it (22.05: "Application
+    launch failed: Communication connection failure"; older: "Task launch for StepId=... failed on
+    node ..."), as opposed to a step Slurm refused to make, or an srun that could not run."""
+    low = text.lower()
+    return "launch failed" in low or ("task launch" in low and "failed" in low) or "connection failure" in low
+
+
 def checker_turn(tasks: Sequence[Tuple[int, str]], rank: int, node: str) -> Optional[int]:
     """This task's turn among the checkers, None when it is not one: the first task (by rank) of each
     node other than `node`, the first CHECKERS such nodes.  `tasks`: (rank, node) of every task."""
@@ -83,33 +97,39 @@ class BatchHostLoss:
     `cancel_said`."""
 
     def __init__(self, *, job: str, node: str, turn: int, restarts: int, requeues_left: int, start: float,
-                 wait: float, every: float = DEFAULT_EVERY, turn_gap: float = 2.0, finished: bool = False):
+                 wait: float, every: float = DEFAULT_EVERY, turn_gap: float = 2.0, finished: bool = False,
+                 probe_every: float = PROBE_EVERY):
         self.job, self.node, self.restarts, self.requeues_left = job, node, restarts, requeues_left
-        self.start, self.wait, self.every = start, wait, every
+        self.start, self.wait, self.every, self.probe_every = start, wait, every, probe_every
         self.finished = finished  # the step ended with status 0: training is over, the job is only ended
         self.turn = min(max(turn, 0) * turn_gap, MAX_TURN)
-        self.next_look = start
+        self.next_look = self.next_probe = start
         self.state = ""  # the node's last state Slurm gave
-        self.evidence: Optional[float] = None  # when Slurm first said the node is lost
-        self.phase = "probe"  # probe -> node -> job -> requeue -> cancel, or done
+        self.failed = 0  # probes in a row that failed to launch there
+        self.probe_why = ""  # the last probe's failure
+        self.evidence: Optional[float] = None  # when the node was found lost
+        self.evidence_line = ""  # how
+        self.phase = "look"  # look -> job -> requeue -> cancel, or done
         self.refused = ""  # why Slurm refused the requeue
-        self.probe_why = ""  # why the probe did not run
         self.done: Optional[Done] = None
 
     def next(self, now: float) -> Step:
         """What to do now."""
         if self.done is not None:
             return self.done
-        if self.phase == "node":
+        if self.phase == "look":
             if now - self.start >= self.wait:
                 said = f"it says {self.state or 'nothing'}"
                 said += f"; a step there did not start: {self.probe_why}" if self.probe_why else ""
                 return self._end(f"Slurm did not report its node {self.node} lost within {self.wait:g} s ({said}): "
                                  "the job is left to its batch script")
-            if now < self.next_look:
-                return Sleep(min(self.next_look, self.start + self.wait))
-            self.next_look = now + self.every
-            return Ask("node")
+            if now >= self.next_probe:
+                self.next_probe = now + self.probe_every
+                return Ask("probe")
+            if now >= self.next_look:
+                self.next_look = now + self.every
+                return Ask("node")
+            return Sleep(min(self.next_look, self.next_probe, self.start + self.wait))
         if self.phase == "job" and self.evidence is not None and now < self.evidence + self.turn:
             return Sleep(self.evidence + self.turn)
         return Ask(self.phase)
@@ -119,24 +139,30 @@ class BatchHostLoss:
         return self.done
 
     def _lost(self) -> str:
-        return f"its batch host {self.node} lost (Slurm says {self.state})"
+        return f"its batch host {self.node} lost ({self.evidence_line})"
+
+    def _found(self, how: str, now: float) -> None:
+        self.evidence, self.evidence_line, self.phase = now, how, "job"
 
     def probe_said(self, ran: bool, why: str, now: float) -> None:
-        """The probe's outcome: `ran` (the node's slurmd started it), else `why` not."""
-        if self.phase != "probe":
+        """The probe's outcome: `ran` (the node's slurmd started it), else `why` not (srun's words)."""
+        if self.phase != "look":
             return
         if ran:
             self._end(f"its node {self.node} still starts a step: only the process was lost, the job is left to "
                       "its batch script")
-        else:
-            self.phase, self.next_look, self.probe_why = "node", now, why
+            return
+        self.probe_why = why
+        self.failed = self.failed + 1 if launch_failed(why) else 0
+        if self.failed >= PROBES_LOST:
+            self._found(f"{self.failed} steps in a row could not start there: {why}", now)
 
     def node_said(self, state: Optional[str], now: float) -> None:
         """The node's state (None: Slurm did not answer; looked at again `every` s later)."""
-        if self.phase == "node" and state:
+        if self.phase == "look" and state:
             self.state = state
             if gone(state):
-                self.evidence, self.phase = now, "job"
+                self._found(f"Slurm says {state}", now)
 
     def job_said(self, state: Optional[str], restarts: Optional[int]) -> None:
         """The job's state and restart count (None: not known)."""

@@ -19,7 +19,7 @@ import time
 from typing import Callable, Dict, List, Mapping, Optional
 
 from tf_for_slurm.host import settings, slurm, slurm_call
-from tf_for_slurm.plan.batch_host_loss import Ask, BatchHostLoss, Done, Sleep, checker_turn
+from tf_for_slurm.plan.batch_host_loss import Ask, BatchHostLoss, Done, Sleep, checker_turn, launch_failed
 from tf_for_slurm.plan.cluster import ClusterPlan
 from tf_for_slurm.plan.scontrol_text import parse_job
 from tf_for_slurm.supervise.child_process import LOGGER
@@ -27,7 +27,7 @@ from tf_for_slurm.supervise.slurm_job import requeue_job
 
 log = logging.getLogger(LOGGER)
 PATIENCE = 60.0  # seconds of Slurm controller outage a requeue or a cancel waits through
-PROBE_TIMEOUT = 60.0  # seconds the probe step may take (a dead node's slurmd: refused after ~11 s, measured)
+PROBE_TIMEOUT = 60.0  # seconds a probe step may take (a dead node's slurmd: refused after 11 s, measured)
 
 
 def _quiet(line: str) -> None:
@@ -54,8 +54,9 @@ def probe(job: str, node: str, env: Mapping[str, str]) -> Optional[str]:
         return f"srun: {exc.strerror or exc}"
     if res.returncode == 0:
         return None
-    lines = (res.stderr or res.stdout).strip().splitlines()
-    return (lines[0] if lines else f"srun exit {res.returncode}")[:200]
+    lines = [line.strip() for line in (res.stderr or res.stdout).strip().splitlines() if line.strip()]
+    named = [line for line in lines if launch_failed(line)]  # the line that says the node did not take it
+    return ((named or lines or [f"srun exit {res.returncode}"])[0])[:200]
 
 
 def job_state(job: str) -> Optional[Dict[str, str]]:
