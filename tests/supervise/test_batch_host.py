@@ -3,6 +3,8 @@
 
 import pytest
 
+from tf_for_slurm.errors import UsageError
+
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
 from tf_for_slurm.supervise import batch_host
 from tf_for_slurm.supervise.slurm_job import RequeueFailed
@@ -41,7 +43,7 @@ class Slurm:
 
 def check(slurm, rank, env=ENV, lost="node1", **kw):
     plan = ClusterPlan(TASKS, my_rank=rank, job_id="7")
-    return batch_host.check(plan, lost, env, clock=slurm.clock, sleep=slurm.sleep, **kw)
+    return batch_host.check(plan, lost, batch_host.config(env), env, clock=slurm.clock, sleep=slurm.sleep, **kw)
 
 
 def test_a_surviving_task_requeues_once_slurm_reports_the_node_lost(monkeypatch, tmp_path):
@@ -112,3 +114,15 @@ def test_the_batch_log_is_written_only_when_it_is_a_file_of_this_user(tmp_path):
     log.write_text("a\n")
     batch_host.tell_batch_log(str(log), "b\nc")
     assert log.read_text() == "a\nb c\n"
+
+
+@pytest.mark.parametrize("name, value", [("TF_SLURM_BATCH_HOST_WAIT", "soon"), ("TF_SLURM_REQUEUES_LEFT", "-1")])
+def test_a_bad_setting_is_one_usage_error_naming_it(name, value):
+    with pytest.raises(UsageError, match=name):
+        batch_host.config({**ENV, name: value})
+
+
+def test_the_config_batch_step_gave():
+    cfg = batch_host.config({**ENV, "SLURM_RESTART_COUNT": "3"})
+    assert cfg == batch_host.Config("node1", 2, 3, 60.0)
+    assert batch_host.config({**ENV, "TF_SLURM_BATCH_HOST_WAIT": ""}).wait == 150.0  # the default

@@ -16,7 +16,7 @@ import signal
 import stat
 import subprocess
 import time
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from tf_for_slurm.host import settings, slurm, slurm_call
 from tf_for_slurm.plan.batch_host_loss import Ask, BatchHostLoss, Done, Sleep, checker_turn, launch_failed
@@ -72,22 +72,39 @@ def cancel_job(job: str) -> Optional[str]:
     return None if res.ok else (res.stderr.strip().splitlines() or [res.line])[-1][:200]
 
 
-def check(plan: ClusterPlan, lost_node: str, env: Mapping[str, str], *, hub: bool = False, finished: bool = False,
-          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Optional[Done]:
-    """The check after this task lost the step's supervisor on `lost_node`, or (`hub`) the step's
-    supervisor lost a task there, the step `finished` (status 0) or not; None: not this task's to make."""
-    batch_host = settings.text(env, settings.BATCH_HOST)
-    left = settings.integer(env, settings.REQUEUES_LEFT, 0)
+class Config(NamedTuple):
+    """What batch-step told its steps' tasks, and how long a check may wait."""
+
+    batch_host: str  # the node batch-step runs on
+    requeues_left: int
+    restarts: int  # the job's restarts when this run began
+    wait: float
+
+
+def config(env: Mapping[str, str]) -> Optional[Config]:
+    """The check's settings, read as the task starts (a bad value: one UsageError then, not after the
+    step); None when no check is to be made (not under batch-step, or TF_SLURM_BATCH_HOST_WAIT=0)."""
     wait = settings.seconds(env, settings.BATCH_HOST_WAIT)
     wait = settings.default_seconds(settings.BATCH_HOST_WAIT) if wait is None else wait
-    if not batch_host or lost_node != batch_host or left is None or wait <= 0 or plan.me.node == lost_node:
+    node = settings.text(env, settings.BATCH_HOST)
+    left = settings.integer(env, settings.REQUEUES_LEFT, 0)
+    if not node or left is None or wait <= 0:
+        return None
+    return Config(node, left, settings.integer(env, slurm.RESTART_COUNT, 0) or 0, wait)
+
+
+def check(plan: ClusterPlan, lost_node: str, cfg: Optional[Config], env: Mapping[str, str], *, hub: bool = False,
+          finished: bool = False, clock: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], None] = time.sleep) -> Optional[Done]:
+    """The check after this task lost the step's supervisor on `lost_node`, or (`hub`) the step's
+    supervisor lost a task there, the step `finished` (status 0) or not; None: not this task's to make."""
+    if cfg is None or lost_node != cfg.batch_host or plan.me.node == lost_node:
         return None
     turn = 0 if hub else checker_turn([(t.rank, t.node) for t in plan.tasks], plan.me.rank, lost_node)
     if turn is None:
         return None
-    restarts = settings.integer(env, slurm.RESTART_COUNT, 0) or 0
-    job = plan.job_id
-    watch = BatchHostLoss(job=job, node=lost_node, turn=turn, restarts=restarts, requeues_left=left,
+    job, wait = plan.job_id, cfg.wait
+    watch = BatchHostLoss(job=job, node=lost_node, turn=turn, restarts=cfg.restarts, requeues_left=cfg.requeues_left,
                           start=clock(), wait=wait, finished=finished)
     what = "a task lost was" if hub else "the step's supervisor was"
     log.warning("%s on the job's batch host %s: checking whether that node was lost (for at most %g s)", what,
@@ -111,7 +128,7 @@ def tell_batch_log(path: str, line: str) -> None:
     it died with its node; a requeued run appends there too).  Best effort: only an existing file of
     this user's, never a link."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO: no wait
     except OSError as exc:
         log.debug("cannot append to the batch log %s: %s", path, exc)
         return
@@ -159,4 +176,4 @@ class _TermHeld:
         signal.signal(signal.SIGTERM, self.old)
 
 
-__all__ = ["cancel_job", "check", "job_state", "node_state", "probe", "tell_batch_log"]
+__all__ = ["Config", "cancel_job", "check", "config", "job_state", "node_state", "probe", "tell_batch_log"]

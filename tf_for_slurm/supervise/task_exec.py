@@ -206,6 +206,7 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
         device_filters = False
     timing = Timing.from_env(env, drain=drain, progress_deadline=progress_deadline)
     policy = restart_policy(env, max_restarts, restart_on)
+    after_loss = batch_host.config(env)  # read now: a bad value is a usage error before the step, not after it
     require_all = settings.flag(env, settings.REQUIRE_ALL_WORKERS) if require_all_workers is None \
         else require_all_workers
     plan = plan_from_env(env, tasks=tasks, ps=ps, placement=placement, chief=chief, address=address, check=True,
@@ -231,7 +232,8 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
             if child.spill_dir is None:
                 return _exec(command, child_env)
             return _run_plain(command, child_env)
-        return _supervised(plan, roles, command, child_env, env, timing, report, policy, key, require_all)
+        return _supervised(plan, roles, command, child_env, env, timing, report, policy, key, require_all,
+                           after_loss)
     finally:
         if child.private_dir is not None:
             shutil.rmtree(child.private_dir, ignore_errors=True)
@@ -239,7 +241,7 @@ def run(command: Sequence[str], *, tasks: Optional[Sequence[str]] = None, ps: Op
 
 def _supervised(plan: ClusterPlan, roles: StepRoles, command: List[str], child_env: Mapping[str, str],
                 env: Mapping[str, str], timing: Timing, report: Optional[str], policy: RestartPolicy, key: bytes,
-                require_all: bool) -> int:
+                require_all: bool, after_loss: Optional[batch_host.Config]) -> int:
     """This task under the hub (the chief's) or a spoke; then, when a peer on the job's batch host was
     lost, the check whether batch-step went with its node (supervise.batch_host)."""
     if plan.me.rank == roles.chief_rank:
@@ -247,13 +249,13 @@ def _supervised(plan: ClusterPlan, roles: StepRoles, command: List[str], child_e
                   policy=policy, key=key, require_all=require_all)
         status = hub.run()
         for node in sorted({plan.tasks[rank].node for rank in hub.watch.lost_ranks()} if hub.watch else ()):
-            batch_host.check(plan, node, env, hub=True, finished=status == 0)
+            batch_host.check(plan, node, after_loss, env, hub=True, finished=status == 0)
         return status
     spoke = Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report, policy=policy,
                   strategy=roles.strategy, key=key)
     status = spoke.run()
     if spoke.watch.lost:
-        batch_host.check(plan, plan.tasks[roles.chief_rank].node, env)
+        batch_host.check(plan, plan.tasks[roles.chief_rank].node, after_loss, env)
     return status
 
 
