@@ -2,14 +2,15 @@
 
     sbatch -N3 -n3 scripts/tf_slurm_job.sh batch_host_job.py   (the template: --no-kill --requeue)
 
-The template's job on node[1-3]; its step's supervisor (the hub, rank 0) and batch-step both on
-node1, the batch host.  node1 crashes (tests/slurm_harness.py lose_node: its slurmd, the job's
-slurmstepd and processes there SIGKILLed at once).  Left alone, Slurm keeps such a `--no-kill` job
-RUNNING with no batch script to its time limit (docs/SLURM_NODE_LOSS.md).  Here rank 1's supervisor
-(node2), which lost the hub, finds that a step no longer starts on node1 (twice, 15 s apart: its
-slurmd is gone; Slurm's own NOT_RESPONDING may take up to SlurmdTimeout, 300 s here), and requeues
-the job, saying why in the job's log.  node1 is then started again (as a rebooted node
-would be) and the requeued run COMPLETES.
+The template's job on node[1-3]; batch-step on node1, the batch host, with the step's supervisor
+(the hub, rank 0), or with a task of a step whose supervisor is on node2
+(TASKS=worker,chief,worker).  node1 crashes (tests/slurm_harness.py lose_node: its slurmd, the
+job's slurmstepd and processes there SIGKILLed at once).  Left alone, Slurm keeps such a
+`--no-kill` job RUNNING with no batch script to its time limit (docs/SLURM_NODE_LOSS.md).  Here
+rank 1's supervisor (node2), which lost the hub (or, as the hub, the task on node1), finds that a
+step no longer starts on node1 (twice, 15 s apart: its slurmd is gone; Slurm's own NOT_RESPONDING
+may take up to SlurmdTimeout, 300 s here), and requeues the job, saying why in the job's log.
+node1 is then started again (as a rebooted node would be) and the requeued run COMPLETES.
 
 The job's command is a plain program, not TensorFlow: what is tested is the supervisors' and Slurm's
 part; it waits on run 1 until the node is lost, and ends at once on a later run.
@@ -33,12 +34,15 @@ if run == 1:
 """
 
 
-def test_a_job_whose_batch_host_is_lost_is_requeued_by_a_surviving_task(slurm_cluster, tmp_path):
+@pytest.mark.parametrize("roles", [{"NUM_PS": "0"}, {"TASKS": "worker,chief,worker"}], ids=["spoke", "hub"])
+def test_a_job_whose_batch_host_is_lost_is_requeued_by_a_surviving_task(slurm_cluster, tmp_path, roles):
+    """`spoke`: the step's supervisor was on node1, rank 1 (node2) checks; `hub`: the chief's, the step's
+    supervisor, is rank 1 on node2, and it checks after the step it supervised ended for node1's task."""
     cluster = slurm_cluster
     script = tmp_path / "batch_host_job.py"
     script.write_text(JOB)
-    env = {"PYTHON": PYTHON, "PYTHONPATH": str(REPO), "IB": "NoIB", "NUM_PS": "0", "MODEL_DIR": str(tmp_path / "m"),
-           "TF_SLURM_JOBS_ROOT": str(tmp_path)}
+    env = {"PYTHON": PYTHON, "PYTHONPATH": str(REPO), "IB": "NoIB", "MODEL_DIR": str(tmp_path / "m"),
+           "TF_SLURM_JOBS_ROOT": str(tmp_path), **roles}
     res = cluster.run(["sbatch", "--parsable", "-N3", "-n3", "-o", str(tmp_path / "job-%j.out"),
                        str(REPO / "scripts" / "tf_slurm_job.sh"), str(script)], timeout=60, env=env, cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
