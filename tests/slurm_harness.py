@@ -23,24 +23,14 @@ from typing import Dict, List, Optional, Sequence
 import pytest
 from netns import host_network
 
+from tf_for_slurm.plan.scontrol_text import parse_job  # noqa: F401  (the tests and benches take it from here)
+
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "local_slurm.sh"
 PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else "python3"
 NODES = 3
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
             "BOOT_FAIL", "DEADLINE"}
-
-
-def parse_job(text: str) -> Dict[str, str]:
-    """`scontrol show job` text -> {Key: value} (first job only); tokens, never evaluated."""
-    out: Dict[str, str] = {}
-    keys = list(re.finditer(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_:/]*)=", text))
-    for i, m in enumerate(keys):
-        if m.group(1) == "JobId" and out:
-            break
-        end = keys[i + 1].start() if i + 1 < len(keys) else len(text)
-        out[m.group(1)] = text[m.end():end].strip()
-    return out
 
 
 @dataclass
