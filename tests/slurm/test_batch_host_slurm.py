@@ -24,6 +24,8 @@ import pytest
 
 from slurm_harness import PYTHON, REPO, lose_node, restore_nodes, wait_for_log
 
+from tf_for_slurm.supervise import batch_host
+
 pytestmark = pytest.mark.slurm
 
 JOB = """import os, sys, time
@@ -71,3 +73,29 @@ def test_a_job_whose_batch_host_is_lost_is_requeued_by_a_surviving_task(slurm_cl
     line = [x for x in text.splitlines() if "its batch host node1 lost" in x]
     assert line and line[0].startswith("tf-slurm exec (task 1 on node2): requeued job " + job), text[-4000:]
     assert "could not start there" in line[0] or "Slurm says" in line[0], line
+
+
+def test_the_probe_runs_on_a_live_node_beside_a_step_that_holds_its_memory(slurm_cluster, tmp_path):
+    """The check's first look (supervise.batch_host.probe): on a node that lives, its step of `true` runs
+    beside the job's step, which holds the CPUs and memory asked (`--overlap`), whatever SLURM_* variables
+    of that step the task's environment carries; so a lost process alone is left to batch-step at once."""
+    cluster = slurm_cluster
+    script = tmp_path / "sleep.sh"
+    script.write_text("#!/bin/bash\nsrun --no-kill -N3 -n3 -c1 --mem-per-cpu=1024M sleep 300\n")
+    job, ran = None, None
+    try:
+        res = cluster.run(["sbatch", "--parsable", "-N3", "-n3", "-c1", "--mem-per-cpu=1024M", "-o",
+                           str(tmp_path / "job.out"), str(script)], timeout=60, cwd=str(tmp_path))
+        assert res.returncode == 0, res.stderr
+        job = res.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + 60
+        while f"{job}.0" not in cluster.run(["squeue", "-h", "-s", "-j", job, "-o", "%i"], timeout=30).stdout.split():
+            assert time.monotonic() < deadline, "the job's step never started"
+            time.sleep(0.5)
+        step_vars = {"SLURM_JOB_ID": job, "SLURM_STEP_ID": "0", "SLURM_NTASKS": "3", "SLURM_NNODES": "3",
+                     "SLURM_MEM_PER_CPU": "1024", "SLURM_CPUS_PER_TASK": "1", "SLURM_PROCID": "1"}
+        ran = batch_host.probe(job, "node1", {**cluster.env, **step_vars})
+    finally:
+        if job:
+            cluster.run(["scancel", job], timeout=30)
+    assert ran is None, ran
