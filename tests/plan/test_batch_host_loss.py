@@ -121,7 +121,7 @@ def test_no_evidence_within_the_wait_leaves_the_job():
             assert isinstance(step, Sleep) and step.until <= 120.0
             t = step.until
     assert t == 120.0 and not step.acted
-    assert step.line == ("Slurm did not report its node n1 lost within 20 s (it says ALLOCATED; a step there did "
+    assert step.line == ("nothing showed its node n1 lost within 20 s (Slurm says ALLOCATED; a step there did "
                          "not start: no answer within 60 s): the job is left to its batch script")
 
 
@@ -189,3 +189,19 @@ def test_answers_out_of_turn_change_nothing():
     w.requeue_said(None)
     w.cancel_said(None)
     assert w.next(100.0) == Ask("probe") and w.phase == "look"
+
+
+@pytest.mark.parametrize("before", ["look", "job", "requeue"])
+def test_a_stop_signal_ends_the_check_unless_its_action_is_under_way(before):
+    w = watch()
+    if before != "look":
+        lost(w)
+    if before == "requeue":
+        w.next(110.0)
+        w.job_said("RUNNING", 0)
+    w.stop_came()
+    step = w.next(111.0)
+    if before == "requeue":  # already asked of Slurm: its answer is awaited
+        assert step == Ask("requeue")
+    else:
+        assert isinstance(step, Done) and not step.acted and step.line.startswith("a stop signal came")

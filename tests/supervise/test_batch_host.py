@@ -126,3 +126,11 @@ def test_the_config_batch_step_gave():
     cfg = batch_host.config({**ENV, "SLURM_RESTART_COUNT": "3"})
     assert cfg == batch_host.Config("node1", 2, 3, 60.0)
     assert batch_host.config({**ENV, "TF_SLURM_BATCH_HOST_WAIT": ""}).wait == 150.0  # the default
+
+
+def test_a_stop_signal_ends_the_check(monkeypatch, tmp_path):
+    slurm = Slurm(monkeypatch, tmp_path, states=("MIXED",), probe="srun: error: Unable to create step")
+    assert check(slurm, 1, stopped=lambda: True) is None and slurm.asked == []  # before: no check at all
+    looks = iter([False, False, True])
+    done = check(slurm, 1, stopped=lambda: next(looks, True))
+    assert not done.acted and done.line.startswith("a stop signal came") and "requeue" not in slurm.asked

@@ -17,10 +17,11 @@ Pure (values in, actions out), carried out by supervise/batch_host.py.  Rules, i
    answer: measured, "Communication connection failure" after 11 s).  Slurm alone may take up to
    its SlurmdTimeout: it marked the node NOT_RESPONDING after 36-85 s in three runs, and not within
    240 s in a fourth.  Neither within `wait` s: nothing done (one line);
-3. with the evidence, this task waits its turn (`turn_gap` s per place in `checkers`' order, at
+3. a stopping signal (scancel, srun) before the requeue or cancel: nothing done;
+4. with the evidence, this task waits its turn (`turn_gap` s per place in `checkers`' order, at
    most `MAX_TURN` s), then looks at the job: no longer RUNNING, or restarted since this run
    began: another task acted, nothing more;
-4. requeues left (batch-step's budget: `--max-requeues` less the job's restarts): requeue;
+5. requeues left (batch-step's budget: `--max-requeues` less the job's restarts): requeue;
    none left, Slurm refused the requeue (a job submitted with `--no-requeue`), or the step had
    ended with status 0 (`finished`: training is over): cancel it (it would hold its nodes to its
    time limit); each an action and one line.
@@ -119,10 +120,10 @@ class BatchHostLoss:
             return self.done
         if self.phase == "look":
             if now - self.start >= self.wait:
-                said = f"it says {self.state or 'nothing'}"
+                said = f"Slurm says {self.state or 'nothing'}"
                 said += f"; a step there did not start: {self.probe_why}" if self.probe_why else ""
-                return self._end(f"Slurm did not report its node {self.node} lost within {self.wait:g} s ({said}): "
-                                 "the job is left to its batch script")
+                return self._end(f"nothing showed its node {self.node} lost within {self.wait:g} s ({said}): the "
+                                 "job is left to its batch script")
             if now >= self.next_probe:
                 self.next_probe = now + self.probe_every
                 return Ask("probe")
@@ -143,6 +144,11 @@ class BatchHostLoss:
 
     def _found(self, how: str, now: float) -> None:
         self.evidence, self.evidence_line, self.phase = now, how, "job"
+
+    def stop_came(self) -> None:
+        """A stopping signal reached this task (scancel, srun): no requeue or cancel is started any more."""
+        if self.phase in ("look", "job"):
+            self._end(f"a stop signal came while checking whether its batch host {self.node} was lost: nothing done")
 
     def probe_said(self, ran: bool, why: str, now: float) -> None:
         """The probe's outcome: `ran` (the node's slurmd started it), else `why` not (srun's words)."""

@@ -94,11 +94,12 @@ def config(env: Mapping[str, str]) -> Optional[Config]:
 
 
 def check(plan: ClusterPlan, lost_node: str, cfg: Optional[Config], env: Mapping[str, str], *, hub: bool = False,
-          finished: bool = False, clock: Callable[[], float] = time.monotonic,
-          sleep: Callable[[float], None] = time.sleep) -> Optional[Done]:
+          finished: bool = False, stopped: Callable[[], bool] = lambda: False,
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Optional[Done]:
     """The check after this task lost the step's supervisor on `lost_node`, or (`hub`) the step's
-    supervisor lost a task there, the step `finished` (status 0) or not; None: not this task's to make."""
-    if cfg is None or lost_node != cfg.batch_host or plan.me.node == lost_node:
+    supervisor lost a task there, the step `finished` (status 0) or not; None: not this task's to make
+    (nor after a stopping signal: `stopped`, which the supervisor, past its command, only records)."""
+    if cfg is None or lost_node != cfg.batch_host or plan.me.node == lost_node or stopped():
         return None
     turn = 0 if hub else checker_turn([(t.rank, t.node) for t in plan.tasks], plan.me.rank, lost_node)
     if turn is None:
@@ -111,6 +112,8 @@ def check(plan: ClusterPlan, lost_node: str, cfg: Optional[Config], env: Mapping
                 lost_node, wait)
     batch_log: List[str] = []  # the job's batch log (StdOut), once Slurm said it
     while True:
+        if stopped():
+            watch.stop_came()
         step = watch.next(clock())
         if isinstance(step, Done):
             log.log(logging.ERROR if step.acted else logging.WARNING, "%s", step.line)

@@ -249,14 +249,21 @@ def _supervised(plan: ClusterPlan, roles: StepRoles, command: List[str], child_e
                   policy=policy, key=key, require_all=require_all)
         status = hub.run()
         for node in sorted({plan.tasks[rank].node for rank in hub.watch.lost_ranks()} if hub.watch else ()):
-            batch_host.check(plan, node, after_loss, env, hub=True, finished=status == 0)
+            batch_host.check(plan, node, after_loss, env, hub=True, finished=status == 0,
+                             stopped=lambda: hub.stopping or _stop_came(hub.sigs))
         return status
     spoke = Spoke(plan, plan.tasks[roles.chief_rank], command, child_env, timing, report, policy=policy,
                   strategy=roles.strategy, key=key)
     status = spoke.run()
     if spoke.watch.lost:
-        batch_host.check(plan, plan.tasks[roles.chief_rank].node, after_loss, env)
+        batch_host.check(plan, plan.tasks[roles.chief_rank].node, after_loss, env,
+                         stopped=lambda: _stop_came(spoke.sigs))
     return status
+
+
+def _stop_came(sigs: Optional[ForwardSignals]) -> bool:
+    """A stopping signal reached this supervisor, while it ran its command or since (only recorded then)."""
+    return sigs is not None and sigs.stop_since(0) is not None
 
 
 def _exec(command: List[str], env: Mapping[str, str]) -> int:
