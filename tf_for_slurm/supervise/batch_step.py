@@ -346,7 +346,7 @@ def _requeue_or_say(run: _Run, decision: Decision, since: str, told_time: Option
 
 def batch_host_env(env: Mapping[str, str], requeues_left: int) -> Dict[str, str]:
     """For the steps' tasks: this node (the batch host) and the requeues left, so that a task that lost
-    the step's supervisor here can requeue the job once Slurm reports this node lost
+    the step's supervisor here can requeue the job once this node is found lost, with batch-step
     (supervise/batch_host.py); {} outside a Slurm node."""
     node = env.get(slurm.NODENAME, "")
     return {settings.BATCH_HOST: node, settings.REQUEUES_LEFT: str(max(0, requeues_left))} if node else {}
