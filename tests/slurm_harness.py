@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -107,11 +108,15 @@ def lose_node(cluster: SlurmCluster, node: str, job: str) -> List[int]:
             except OSError:
                 pass
     slurmd = int((cluster.dir / "run" / f"slurmd-{node}.pid").read_text().split()[0])
-    for pid in [slurmd, *sorted(targets)]:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
+    # all stopped first, then killed: killed one by one, a supervisor could see its command die first (pids
+    # wrap around, so pid order is not start order) and tell its peers why before it died itself, which a
+    # crashed node never does (seen in CI: the spokes were told `end`, not left to find the node lost)
+    for signo in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in [slurmd, *sorted(targets)]:
+            try:
+                os.kill(pid, signo)
+            except ProcessLookupError:
+                pass
     return [slurmd, *sorted(targets)]
 
 

@@ -49,17 +49,20 @@ def check(slurm, rank, env=ENV, lost="node1", **kw):
 def test_a_surviving_task_requeues_once_slurm_reports_the_node_lost(monkeypatch, tmp_path):
     slurm = Slurm(monkeypatch, tmp_path)
     done = check(slurm, 1)
-    assert slurm.asked == ["probe", "node", "node", "job", "requeue"]
+    assert slurm.asked == ["job", "probe", "node", "node", "job", "requeue"]  # the first: its batch log
     assert done.acted and done.line.startswith("requeued job 7: its batch host node1 lost (Slurm says "
                                                "MIXED+NOT_RESPONDING)")
-    assert slurm.log.read_text().splitlines()[-1] == f"tf-slurm exec (task 1 on node2): {done.line}"
+    lines = slurm.log.read_text().splitlines()
+    assert lines[1:] == ["tf-slurm exec (task 1 on node2): the step's supervisor was on the job's batch host node1: "
+                         "checking whether that node was lost (for at most 60 s)",
+                         f"tf-slurm exec (task 1 on node2): {done.line}"]
 
 
 def test_a_node_that_still_starts_a_step_is_left_to_batch_step(monkeypatch, tmp_path):
     slurm = Slurm(monkeypatch, tmp_path, probe=None)
     done = check(slurm, 1)
-    assert slurm.asked == ["probe"] and not done.acted
-    assert slurm.log.read_text() == "run 1\n"  # nothing said in the batch log: batch-step lives
+    assert slurm.asked == ["job", "probe"] and not done.acted
+    assert slurm.log.read_text().splitlines()[-1].endswith("left to its batch script")
 
 
 def test_no_evidence_within_the_wait_leaves_the_job(monkeypatch, tmp_path):
@@ -73,7 +76,7 @@ def test_two_failed_launches_are_the_evidence_when_slurm_is_slow_to_say(monkeypa
     slurm = Slurm(monkeypatch, tmp_path, probe="srun: error: Application launch failed: Communication connection "
                                                "failure", states=("MIXED",))
     done = check(slurm, 1)
-    assert done.acted and slurm.asked == ["probe", "node", "node", "node", "probe", "job", "requeue"]
+    assert done.acted and slurm.asked == ["job", "probe", "node", "node", "node", "probe", "job", "requeue"]
     assert "(2 steps in a row could not start there: srun: error: Application launch failed" in done.line
 
 

@@ -16,7 +16,7 @@ import signal
 import stat
 import subprocess
 import time
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional
+from typing import Callable, Dict, Mapping, NamedTuple, Optional
 
 from tf_for_slurm.host import settings, slurm, slurm_call
 from tf_for_slurm.plan.batch_host_loss import Ask, BatchHostLoss, Done, Sleep, checker_turn, launch_failed
@@ -108,22 +108,26 @@ def check(plan: ClusterPlan, lost_node: str, cfg: Optional[Config], env: Mapping
     watch = BatchHostLoss(job=job, node=lost_node, turn=turn, restarts=cfg.restarts, requeues_left=cfg.requeues_left,
                           start=clock(), wait=wait, finished=finished)
     what = "a task lost was" if hub else "the step's supervisor was"
-    log.warning("%s on the job's batch host %s: checking whether that node was lost (for at most %g s)", what,
-                lost_node, wait)
-    batch_log: List[str] = []  # the job's batch log (StdOut), once Slurm said it
+    info = job_state(job) or {}  # its batch log: where the user looks (this task's own output went through srun)
+    batch_log = [info["StdOut"]] if info.get("StdOut", "").startswith("/") else []
+    me = f"tf-slurm exec (task {plan.me.rank} on {plan.me.node})"
+    first = f"{what} on the job's batch host {lost_node}: checking whether that node was lost (for at most {wait:g} s)"
+    log.warning("%s", first)
+    if batch_log:
+        tell_batch_log(batch_log[0], f"{me}: {first}")
     while True:
         if stopped():
             watch.stop_came()
         step = watch.next(clock())
         if isinstance(step, Done):
             log.log(logging.ERROR if step.acted else logging.WARNING, "%s", step.line)
-            if batch_log and watch.evidence is not None:
-                tell_batch_log(batch_log[0], f"tf-slurm exec (task {plan.me.rank} on {plan.me.node}): {step.line}")
+            if batch_log:
+                tell_batch_log(batch_log[0], f"{me}: {step.line}")
             return step
         if isinstance(step, Sleep):
             sleep(max(0.0, step.until - clock()))
             continue
-        _answer(watch, step, job, lost_node, env, clock, batch_log)
+        _answer(watch, step, job, lost_node, env, clock)
 
 
 def tell_batch_log(path: str, line: str) -> None:
@@ -145,7 +149,7 @@ def tell_batch_log(path: str, line: str) -> None:
 
 
 def _answer(watch: BatchHostLoss, ask: Ask, job: str, node: str, env: Mapping[str, str],
-            clock: Callable[[], float], batch_log: List[str]) -> None:
+            clock: Callable[[], float]) -> None:
     if ask.what == "probe":
         why = probe(job, node, env)
         watch.probe_said(why is None, why or "", clock())
@@ -153,8 +157,6 @@ def _answer(watch: BatchHostLoss, ask: Ask, job: str, node: str, env: Mapping[st
         watch.node_said(node_state(node), clock())
     elif ask.what == "job":
         info = job_state(job)
-        if info and info.get("StdOut", "").startswith("/"):
-            batch_log[:] = [info["StdOut"]]
         restarts = (info or {}).get("Restarts", "")
         watch.job_said(info.get("JobState") if info else None, int(restarts) if restarts.isdigit() else None)
     elif ask.what in ("requeue", "cancel"):
