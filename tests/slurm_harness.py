@@ -89,7 +89,7 @@ def lose_node(cluster: SlurmCluster, node: str, job: str) -> List[int]:
     """Emulate the crash of `node` while `job` runs there: SIGKILL its slurmd, the job's processes on it
     (every process whose environment has that job and node) and their slurmstepd, all at once.  Slurm
     notices only after SlurmdTimeout (300 s here), as on a real cluster.  The killed pids."""
-    targets = set()
+    targets = {}  # pid -> its start time (clock ticks since boot)
     want = {f"SLURM_JOB_ID={job}".encode(), f"SLURMD_NODENAME={node}".encode()}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -100,24 +100,26 @@ def lose_node(cluster: SlurmCluster, node: str, job: str) -> List[int]:
         except OSError:
             continue
         if want <= env:
-            targets.add(int(name))
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            fields = stat.rsplit(")", 1)[1].split()
+            targets[int(name)] = int(fields[19])
+            parent = int(fields[1])
             try:
                 if Path(f"/proc/{parent}/comm").read_text().strip() == "slurmstepd":
-                    targets.add(parent)
-            except OSError:
+                    targets[parent] = int(Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()[19])
+            except (OSError, IndexError, ValueError):
                 pass
     slurmd = int((cluster.dir / "run" / f"slurmd-{node}.pid").read_text().split()[0])
-    # all stopped first, then killed: killed one by one, a supervisor could see its command die first (pids
-    # wrap around, so pid order is not start order) and tell its peers why before it died itself, which a
-    # crashed node never does (seen in CI: the spokes were told `end`, not left to find the node lost)
-    for signo in (signal.SIGSTOP, signal.SIGKILL):
-        for pid in [slurmd, *sorted(targets)]:
-            try:
-                os.kill(pid, signo)
-            except ProcessLookupError:
-                pass
-    return [slurmd, *sorted(targets)]
+    # killed in the order they started (a supervisor before its command), not in pid order: pids wrap
+    # around, and a hub that saw its command die first told its peers `end` before it died itself, which
+    # a crashed node never does (CI run C).  Not SIGSTOP first: stopped members of a process group that
+    # its killed slurmstepd orphans get SIGHUP and SIGCONT, and a task that exits on SIGHUP says so.
+    order = [slurmd, *sorted(targets, key=lambda pid: (targets[pid], pid))]
+    for pid in order:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return order
 
 
 def wait_for_log(log: Path, pattern: str, timeout: float, unless: Optional[str] = None) -> str:
