@@ -11,6 +11,7 @@ Every srun/sbatch goes through a timeout: a job that asks for more than exists p
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -134,6 +135,24 @@ def wait_for_log(log: Path, pattern: str, timeout: float, unless: Optional[str] 
         assert unless is None or not re.search(unless, text), f"{unless!r} before {pattern!r}: {text[-3000:]}"
         time.sleep(0.2)
     raise AssertionError(f"no {pattern!r} within {timeout} s: {text[-3000:]}")
+
+
+def wait_for_joined(folder: Path, tasks: int, timeout: float) -> None:
+    """Wait until the step's supervisor (its `status.json` in the job's `folder`) counts `tasks` tasks
+    running: each task's supervisor has joined it.  A task's first line in the job's log says only that
+    its command started; a supervisor that has not joined yet when its hub's node is lost keeps trying
+    to connect for TF_SLURM_CONNECT_GRACE (CI: the batch-host test lost node1 before node2 joined)."""
+    end = time.monotonic() + timeout
+    counts = None
+    while time.monotonic() < end:
+        try:
+            counts = json.loads((folder / "status.json").read_text()).get("counts")
+        except (OSError, ValueError):
+            counts = None
+        if isinstance(counts, dict) and counts.get("running") == tasks:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"not {tasks} tasks running in {folder / 'status.json'} within {timeout} s: {counts}")
 
 
 def restore_nodes(cluster: SlurmCluster) -> None:

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from slurm_harness import PYTHON, REPO, lose_node, restore_nodes, wait_for_log
+from slurm_harness import PYTHON, REPO, lose_node, restore_nodes, wait_for_joined, wait_for_log
 
 from tf_for_slurm.supervise import batch_host
 
@@ -53,6 +53,7 @@ def test_a_job_whose_batch_host_is_lost_is_requeued_by_a_surviving_task(slurm_cl
     restored = False
     try:
         wait_for_log(log, r"(?s)(task \d of run 1 on.*){3}", 120, unless=r"srun exit status")
+        wait_for_joined(tmp_path / job, 3, 60)  # a node lost before its peers joined is another case
         assert cluster.show_job(job).get("BatchHost") == "node1"
         lost_at = time.time()
         assert len(lose_node(cluster, "node1", job)) >= 3
