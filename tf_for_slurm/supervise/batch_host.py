@@ -1,5 +1,6 @@
 """After this task lost the step's supervisor on the job's batch host: plan.batch_host_loss's
-check, carried out (Slurm's commands, the clock, one line in this task's log).
+check, carried out (Slurm's commands, the clock; its first and last lines in this task's log and in
+the job's batch log, where the user looks).
 
 Why here, in the task's supervisor: batch-step died with the batch host, and Slurm keeps such a
 `--no-kill` job RUNNING with no batch script (docs/SLURM_NODE_LOSS.md); a surviving task is the only
@@ -105,16 +106,16 @@ def check(plan: ClusterPlan, lost_node: str, cfg: Optional[Config], env: Mapping
     if turn is None:
         return None
     job, wait = plan.job_id, cfg.wait
-    watch = BatchHostLoss(job=job, node=lost_node, turn=turn, restarts=cfg.restarts, requeues_left=cfg.requeues_left,
-                          start=clock(), wait=wait, finished=finished)
-    what = "a task lost was" if hub else "the step's supervisor was"
     info = job_state(job) or {}  # its batch log: where the user looks (this task's own output went through srun)
-    batch_log = [info["StdOut"]] if info.get("StdOut", "").startswith("/") else []
+    batch_log = info["StdOut"] if info.get("StdOut", "").startswith("/") else None
+    watch = BatchHostLoss(job=job, node=lost_node, turn=turn, restarts=cfg.restarts, requeues_left=cfg.requeues_left,
+                          start=clock(), wait=wait, finished=finished)  # the wait counts from here: Slurm answered
+    what = "a task lost was" if hub else "the step's supervisor was"
     me = f"tf-slurm exec (task {plan.me.rank} on {plan.me.node})"
     first = f"{what} on the job's batch host {lost_node}: checking whether that node was lost (for at most {wait:g} s)"
     log.warning("%s", first)
     if batch_log:
-        tell_batch_log(batch_log[0], f"{me}: {first}")
+        tell_batch_log(batch_log, f"{me}: {first}")
     while True:
         if stopped():
             watch.stop_came()
@@ -122,7 +123,7 @@ def check(plan: ClusterPlan, lost_node: str, cfg: Optional[Config], env: Mapping
         if isinstance(step, Done):
             log.log(logging.ERROR if step.acted else logging.WARNING, "%s", step.line)
             if batch_log:
-                tell_batch_log(batch_log[0], f"{me}: {step.line}")
+                tell_batch_log(batch_log, f"{me}: {step.line}")
             return step
         if isinstance(step, Sleep):
             sleep(max(0.0, step.until - clock()))
