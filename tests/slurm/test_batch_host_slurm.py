@@ -18,12 +18,14 @@ part; it waits on run 1 until the node is lost, and ends at once on a later run.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
 from slurm_harness import PYTHON, REPO, lose_node, restore_nodes, wait_for_joined, wait_for_log
 
+from tf_for_slurm.cli.status import run_history
 from tf_for_slurm.supervise import batch_host
 
 pytestmark = pytest.mark.slurm
@@ -74,6 +76,12 @@ def test_a_job_whose_batch_host_is_lost_is_requeued_by_a_surviving_task(slurm_cl
     line = [x for x in text.splitlines() if "its batch host node1 lost" in x]
     assert line and line[0].startswith("tf-slurm exec (task 1 on node2): requeued job " + job), text[-4000:]
     assert "could not start there" in line[0] or "Slurm says" in line[0], line
+    # batch.json: run 1, which its batch-step (dead with node1) left running, says what the task did
+    batch = json.loads((tmp_path / job / "batch.json").read_text())
+    first = batch["history"][0]
+    assert (batch["run"], first["run"], first["state"]) == (2, 1, "requeued"), batch
+    assert first["decision"] == "task 1 on node2: " + line[0].split(": ", 1)[1], (first, line[0])
+    assert any(x.endswith("run 1: requeued: " + first["decision"]) for x in run_history(batch)), run_history(batch)
 
 
 def test_the_probe_runs_on_a_live_node_beside_a_step_that_holds_its_memory(slurm_cluster, tmp_path):

@@ -1,12 +1,13 @@
 """supervise.batch_host: a task's check after the batch host's supervisor was lost, with Slurm stood in."""
 
+import json
 
 import pytest
 
 from tf_for_slurm.errors import UsageError
 
 from tf_for_slurm.plan.cluster import ClusterPlan, Task
-from tf_for_slurm.supervise import batch_host
+from tf_for_slurm.supervise import batch_host, batch_record
 from tf_for_slurm.supervise.slurm_job import RequeueFailed
 
 TASKS = tuple(Task(r, f"node{r + 1}", r, 0, "worker", r, f"node{r + 1}", 5000 + r) for r in range(4))
@@ -137,3 +138,40 @@ def test_a_stop_signal_ends_the_check(monkeypatch, tmp_path):
     looks = iter([False, False, True])
     done = check(slurm, 1, stopped=lambda: next(looks, True))
     assert not done.acted and done.line.startswith("a stop signal came") and "requeue" not in slurm.asked
+
+
+def _batch_json(tmp_path, **fields):
+    path = tmp_path / "batch.json"
+    path.write_text(json.dumps({"job": "7", "run": 1, "state": "running", "decision": None, **fields}))
+    return path
+
+
+@pytest.mark.parametrize("refused, state, words", [
+    (None, "requeued", "task 1 on node2: requeued job 7: its batch host node1 lost"),
+    ("Requested operation is presently disabled", "ended", "task 1 on node2: cancelled job 7: its batch host node1"),
+])
+def test_the_run_batch_step_left_running_says_what_the_task_did(monkeypatch, tmp_path, refused, state, words):
+    """batch.json's run, left 'running' by the batch-step that died with its node, gets the acting task's
+    line (`tf-slurm status`, the report)."""
+    path = _batch_json(tmp_path, target=100)
+    slurm = Slurm(monkeypatch, tmp_path, refused=refused)
+    done = check(slurm, 1, env={**ENV, "TF_SLURM_JOB_DIR": str(tmp_path)})
+    record = json.loads(path.read_text())
+    assert (record["state"], record["target"]) == (state, 100) and record["decision"].startswith(words), record
+    assert record["decision"].endswith(done.line) and isinstance(record["ended_at"], float)
+
+
+@pytest.mark.parametrize("fields", [{"run": 2}, {"job": "8"}, {"state": "requeued", "decision": "batch-step's"}])
+def test_another_run_or_a_run_already_ended_is_left_as_it_is(monkeypatch, tmp_path, fields):
+    path = _batch_json(tmp_path, **fields)
+    before = path.read_text()
+    check(Slurm(monkeypatch, tmp_path), 1, env={**ENV, "TF_SLURM_JOB_DIR": str(tmp_path)})
+    assert path.read_text() == before
+
+
+def test_a_run_left_running_is_carried_into_history_as_ended_without_a_word(monkeypatch, tmp_path):
+    """The next run of the job (batch-step's record) when no task wrote the run's end either."""
+    monkeypatch.setenv("TF_SLURM_JOB_DIR", str(tmp_path))
+    _batch_json(tmp_path, step=120)
+    record = batch_record.BatchRecord("7", 1, 10, None, None, None, say=lambda line: None)
+    assert record.data["history"] == [{"run": 1, "state": "ended", "decision": batch_record.UNSAID, "step": 120}]

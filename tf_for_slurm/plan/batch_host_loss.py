@@ -56,10 +56,12 @@ class Sleep(NamedTuple):
 
 
 class Done(NamedTuple):
-    """The end of the check: `line` says what was found and done; `acted`: a requeue or a cancel."""
+    """The end of the check: `line` says what was found and done; `acted`: a requeue or a cancel
+    (`requeued`: the requeue)."""
 
     line: str
     acted: bool = False
+    requeued: bool = False
 
 
 Step = Union[Ask, Sleep, Done]
@@ -135,8 +137,8 @@ class BatchHostLoss:
             return Sleep(self.evidence + self.turn)
         return Ask(self.phase)
 
-    def _end(self, line: str, acted: bool = False) -> Done:
-        self.done, self.phase = Done(line, acted), "done"
+    def _end(self, line: str, acted: bool = False, requeued: bool = False) -> Done:
+        self.done, self.phase = Done(line, acted, requeued), "done"
         return self.done
 
     def _lost(self) -> str:
@@ -187,7 +189,7 @@ class BatchHostLoss:
             return
         if refused is None:
             self._end(f"requeued job {self.job}: {self._lost()}, so no batch script would end or requeue it "
-                      f"({self.requeues_left} requeue(s) were left)", acted=True)
+                      f"({self.requeues_left} requeue(s) were left)", acted=True, requeued=True)
         else:
             self.refused, self.phase = refused, "cancel"
 

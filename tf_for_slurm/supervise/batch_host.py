@@ -1,6 +1,6 @@
 """After this task lost the step's supervisor on the job's batch host: plan.batch_host_loss's
 check, carried out (Slurm's commands, the clock; its first and last lines in this task's log and in
-the job's batch log, where the user looks).
+the job's batch log, where the user looks; a requeue or cancel in batch.json's run, for `tf-slurm status`).
 
 Why here, in the task's supervisor: batch-step died with the batch host, and Slurm keeps such a
 `--no-kill` job RUNNING with no batch script (docs/SLURM_NODE_LOSS.md); a surviving task is the only
@@ -19,10 +19,11 @@ import subprocess
 import time
 from typing import Callable, Dict, Mapping, NamedTuple, Optional
 
-from tf_for_slurm.host import settings, slurm, slurm_call
+from tf_for_slurm.host import job_folder, settings, slurm, slurm_call
 from tf_for_slurm.plan.batch_host_loss import Ask, BatchHostLoss, Done, Sleep, checker_turn, launch_failed
 from tf_for_slurm.plan.cluster import ClusterPlan
 from tf_for_slurm.plan.scontrol_text import parse_job
+from tf_for_slurm.supervise.batch_record import close_lost_run
 from tf_for_slurm.supervise.child_process import LOGGER
 from tf_for_slurm.supervise.slurm_job import requeue_job
 
@@ -124,6 +125,9 @@ def check(plan: ClusterPlan, lost_node: str, cfg: Optional[Config], env: Mapping
             log.log(logging.ERROR if step.acted else logging.WARNING, "%s", step.line)
             if batch_log:
                 tell_batch_log(batch_log, f"{me}: {step.line}")
+            if step.acted:  # batch.json's run, left 'running' by the batch-step that died: what became of it
+                close_lost_run(job_folder.batch_path(env), job, cfg.restarts + 1, step.requeued,
+                               f"task {plan.me.rank} on {plan.me.node}: {step.line}")
             return step
         if isinstance(step, Sleep):
             sleep(max(0.0, step.until - clock()))

@@ -19,6 +19,7 @@ from tf_for_slurm.host.job_folder import batch_path, read_json, status_path, wri
 from tf_for_slurm.plan.requeue import checkpoint_step
 
 MAX_HISTORY = 100  # earlier runs kept (a job requeued more often keeps its last ones)
+UNSAID = "its batch script ended without a word (its node lost, or the script killed)"  # an earlier run left 'running'
 _CARRIED = ("run", "started_at", "ended_at", "state", "status", "decision", "relaunches", "step", "checkpoint",
             "checkpoint_at_start", "slurm_submit", "slurm_start", "workers_planned", "workers",
             "workers_at_start")
@@ -58,7 +59,10 @@ class BatchRecord:
         if not last or str(last.get("job")) != job or not isinstance(last.get("run"), int) or last["run"] >= run:
             return []
         history = [h for h in last.get("history") or [] if isinstance(h, dict)]
-        history.append({k: last.get(k) for k in _CARRIED if k in last})
+        entry = {k: last.get(k) for k in _CARRIED if k in last}
+        if entry.get("state") == "running":  # its batch-step never wrote its end, and no task did for it
+            entry.update(state="ended", decision=UNSAID)
+        history.append(entry)
         return history[-MAX_HISTORY:]
 
     def _write(self, **changes: Any) -> None:
@@ -115,6 +119,22 @@ class BatchRecord:
                     step=max(steps) if steps else None)
 
 
+def close_lost_run(path: Optional[str], job: str, run: int, requeued: bool, decision: str) -> bool:
+    """Mark run `run` of `job` in batch.json at `path`, which its batch-step left 'running' (it died with
+    the batch host), requeued or ended with `decision`: what the task that acted did
+    (supervise.batch_host), for `tf-slurm status` and the report.  False when the file is another
+    job's or another run's, says the run ended, or cannot be written (best effort: a log line only)."""
+    last = read_json(path) if path else None
+    if not path or not last or str(last.get("job")) != job or last.get("run") != run or last.get("state") != "running":
+        return False
+    try:
+        write_json(path, {**last, "state": "requeued" if requeued else "ended", "decision": decision,
+                          "ended_at": round(time.time(), 3)})
+    except OSError:
+        return False
+    return True
+
+
 def _progress(step_status: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """Each task's progress from status.json, without its step history (status.json keeps that)."""
     tasks = (step_status or {}).get("progress")
@@ -124,4 +144,4 @@ def _progress(step_status: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, A
             for rank, t in tasks.items() if isinstance(t, dict)}
 
 
-__all__ = ["BatchRecord", "read_checkpoint_step"]
+__all__ = ["UNSAID", "BatchRecord", "close_lost_run", "read_checkpoint_step"]
