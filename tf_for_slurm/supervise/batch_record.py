@@ -123,7 +123,8 @@ def close_lost_run(path: Optional[str], job: str, run: int, requeued: bool, deci
     """Mark run `run` of `job` in batch.json at `path`, which its batch-step left 'running' (it died with
     the batch host), requeued or ended with `decision`: what the task that acted did
     (supervise.batch_host), for `tf-slurm status` and the report.  False when the file is another
-    job's or another run's, says the run ended, or cannot be written (best effort: a log line only)."""
+    job's or another run's, says the run ended, or cannot be written (best effort: the job's batch
+    log has the line all the same)."""
     last = read_json(path) if path else None
     if not path or not last or str(last.get("job")) != job or last.get("run") != run or last.get("state") != "running":
         return False
