@@ -30,12 +30,15 @@ def test_a_started_thread_blocks_the_handled_signals_and_the_caller_keeps_its_ma
 # A wrapper as batch-step is one: its main thread waits on a command while a helper thread copies
 # the command's output; the handler passes the signal on (here: ends the command).  SIGUSR1 then
 # SIGTERM back to back: with a plain helper thread, the kernel gave both to the helper in 2 of 5
-# tries here, and the handlers ran only when the command ended on its own (5 s later).
-WRAPPER = textwrap.dedent("""
+# tries here, and the handlers ran only when the command ended on its own.  The command outlasts any
+# stall of this test (a 5 s one did not: CI's niced side-by-side lane once read "ready" and signalled
+# after the 5 s were over, so the command had ended 0 by itself).
+COMMAND_S = 300
+WRAPPER = textwrap.dedent(f"""
     import signal, subprocess, sys, threading
     sys.path.insert(0, sys.argv[1])
     from tf_for_slurm import threads
-    proc = subprocess.Popen(["sleep", "5"], stdout=subprocess.PIPE)
+    proc = subprocess.Popen(["sleep", "{COMMAND_S}"], stdout=subprocess.PIPE)
     def handle(signo, _frame):
         proc.kill()
     signal.signal(signal.SIGUSR1, handle)
@@ -47,14 +50,19 @@ WRAPPER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_back_to_back_signals_reach_a_main_thread_blocked_in_wait():
     for _ in range(6):
         proc = subprocess.Popen([sys.executable, "-c", WRAPPER, str(REPO)], stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "ready"
-        proc.send_signal(signal.SIGUSR1)
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=20)
-        # the handler killed the command (-9), so it ran before the command's 5 s were over: a signal
-        # that waited for the command to end would find it exited 0
-        assert int(out) == -signal.SIGKILL, "a signal waited for the command to end"
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            proc.send_signal(signal.SIGUSR1)
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=60)  # a signal that waits for the command waits COMMAND_S s
+        except subprocess.TimeoutExpired:
+            pytest.fail("a signal waited for the command to end: no handler ran within 60 s")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()  # (its command, orphaned, ends by itself)
+        assert int(out) == -signal.SIGKILL, out  # the handler killed the command

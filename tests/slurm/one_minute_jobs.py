@@ -4,7 +4,7 @@ the sum: TensorFlow's PreemptionCheckpointHandler through the generic template
 (test_preemption_slurm.py), a `tf-slurm submit -t 1` job (test_submit_requeue_slurm.py), a
 batch-step job whose first step checkpoints but never stops (test_requeue_deadline_slurm.py), and a
 template job that gets the time-limit warning again and again at every run's start
-(test_rough_edges_slurm.py).  The submit job's worker 1 is also killed once in its first run, once it
+(test_rough_edges_slurm.py).  The submit job's worker 1 is also killed once, in the first run where it
 trained (restarted in place: `tf-slurm report`'s page of a job with a restart and a requeue,
 test_report_slurm.py).  A fifth job, not time-limited, shares their wait: an MWMS fit whose worker 1
 starts late (tests/slurm/slow_start_job.py, test_start_wait_slurm.py).  Together they are 10 tasks on
@@ -73,8 +73,11 @@ def _submit(cluster, tmp: Path) -> Dict[str, object]:
     return {"job": m.group(1), "model": model, "folder": tmp / "jobs" / m.group(1), "stdout": res.stdout}
 
 
-def _task_pid(job: str, rank: int, script: str) -> Optional[int]:
-    """The pid of the command (not its supervisor) of task `rank` in the first run of `job`, from /proc."""
+def _task_pid(job: str, rank: int, script: str) -> Optional[Tuple[int, int, float]]:
+    """(pid, SLURM_RESTART_COUNT, start time in epoch seconds) of the command (not its supervisor) of task
+    `rank` of `job`, from /proc; None when none runs."""
+    boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime "))
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -83,31 +86,35 @@ def _task_pid(job: str, rank: int, script: str) -> Optional[int]:
             if len(argv) < 2 or not argv[1].decode(errors="replace").endswith(script):
                 continue
             env = dict(x.split(b"=", 1) for x in Path(f"/proc/{name}/environ").read_bytes().split(b"\0") if b"=" in x)
-        except OSError:
+            ticks = int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        except (OSError, IndexError, ValueError):
             continue
-        if (env.get(b"SLURM_JOB_ID") == job.encode() and env.get(b"SLURM_PROCID") == str(rank).encode()
-                and env.get(b"SLURM_RESTART_COUNT", b"0") == b"0"):
-            return int(name)
+        if env.get(b"SLURM_JOB_ID") == job.encode() and env.get(b"SLURM_PROCID") == str(rank).encode():
+            restarts = int(env.get(b"SLURM_RESTART_COUNT", b"0") or b"0")
+            return int(name), restarts, boot + ticks / os.sysconf("SC_CLK_TCK")
     return None
 
 
 def _kill_once(entry: Dict[str, object], rank: int, stop: threading.Event) -> None:
-    """SIGKILL task `rank`'s command once status.json shows it trained in the job's first run (its
-    supervisor restarts it in place); `entry['killed']`: (pid, step) then."""
+    """SIGKILL task `rank`'s command once status.json shows it trained (a progress report made after that
+    command started), in the first run where it did: on a loaded machine a run's minute can end before
+    TensorFlow's start-up is over (CI), so which run is not fixed; its supervisor restarts it in place.
+    `entry['killed']`: (pid, step, run) then."""
     status = Path(str(entry["folder"])) / "status.json"
     while not stop.wait(0.2):
+        found = _task_pid(str(entry["job"]), rank, "LaunchTFServerWithHooks.py")
+        if found is None:
+            continue
+        pid, restarts, started = found
         try:
-            data = json.loads(status.read_text())
-        except (OSError, ValueError):
+            track = (json.loads(status.read_text()).get("progress") or {}).get(str(rank)) or {}
+        except (OSError, ValueError, AttributeError):
             continue
-        step = ((data.get("progress") or {}).get(str(rank)) or {}).get("step")
-        if not isinstance(step, int) or step < 3:
-            continue
-        pid = _task_pid(str(entry["job"]), rank, "LaunchTFServerWithHooks.py")
-        if pid is None:
-            return  # the first run is over: the test says it was not killed
+        step, at = track.get("step"), track.get("reported_at")
+        if not isinstance(step, int) or step < 3 or not isinstance(at, (int, float)) or at <= started:
+            continue  # not yet trained in this run (a report carried from an earlier run is older)
         os.kill(pid, signal.SIGKILL)
-        entry["killed"] = (pid, step)
+        entry["killed"] = (pid, step, restarts + 1)
         return
 
 

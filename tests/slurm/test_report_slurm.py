@@ -1,7 +1,7 @@
 """Real Slurm: `tf-slurm report` of a job with a restart and a requeue, rendered by a real browser.
 
 The job is one_minute_jobs' `tf-slurm submit -t 1` TF1 job (1 ps + 2 workers; tests/slurm/one_minute_jobs.py):
-its worker 1 is killed once in the first run after it trained (the supervisor restarts it in place),
+its worker 1 is killed once, in the first run where it trained (the supervisor restarts it in place),
 and its minute is too short for the target, so it checkpoints and requeues (test_submit_requeue_slurm.py
 checks the training).  Its folder's `timeline.jsonl` (every run's hub), `status.json` and `batch.json`
 make the page; headless Chromium (Debian's package) renders it to a PNG whose pixels must show the
@@ -40,13 +40,15 @@ pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not HAVE_MNIST, reason=f"rea
 def test_the_report_of_a_job_with_a_restart_and_a_requeue(one_minute_jobs, tmp_path):
     entry = one_minute_jobs["submit"]
     folder, job = entry["folder"], str(entry["job"])
-    assert entry.get("killed"), "worker 1 was not killed in the first run (it never trained there?)"
+    assert entry.get("killed"), "worker 1 was never killed (it never trained?)"
+    run = entry["killed"][2]  # the first run where it trained: which one depends on the machine's speed
     events = [e for e in map(parse_line, (folder / "timeline.jsonl").read_text().splitlines()) if e]
     runs = [e for e in events if e["event"] == "step_start"]
     assert len(runs) >= 2 and len({e["job"] for e in events}) == 1, [(e["event"], e["rank"]) for e in events]
     restarts = [e for e in events if e["event"] == "restart"]
     assert [(e["rank"], e["role"], e["index"]) for e in restarts] == [(2, "worker", 1)], restarts
-    assert runs[0]["at"] < restarts[0]["at"] < runs[1]["at"]  # in the first run
+    assert runs[run - 1]["at"] < restarts[0]["at"], (run, runs, restarts)  # in the run where it was killed
+    assert run == len(runs) or restarts[0]["at"] < runs[run]["at"], (run, runs, restarts)
     # batch.json keeps the training's progress at each run's end: the last run's per task, the earlier runs' steps
     batch = json.loads((folder / "batch.json").read_text())
     assert {"1", "2"} <= set(batch["progress"]) and all("history" not in t for t in batch["progress"].values())
