@@ -36,13 +36,18 @@ def test_preemption_handler_checkpoints_exits_42_requeues_and_completes(one_minu
     assert re.search(r"SIGUSR1 \(\d+ s before the time limit\): telling the step's tasks to stop", log), log[-6000:]
     assert re.search(r"SIGUSR1 seen [0-9.]+ s ago: PreemptionCheckpointHandler will save at the agreed step and "
                      r"exit 42", log), log[-6000:]
-    assert log.count("PreemptionCheckpointHandler: checkpoint saved, exiting with status 42") >= restarts, log[-6000:]
     saved = [int(x) for x in re.findall(r"requeued job \d+, .*status 42 \(checkpointed.*to resume from global "
                                         r"step (\d+)", log)]
+    # a run whose minute ended before TensorFlow's start-up was over (a loaded machine: CI once saw a first run
+    # reach global step 2) saved nothing: requeued from no checkpoint, before any run saved; every other
+    # requeue is the handler's status 42
+    fresh = re.findall(r"requeued job \d+[^\n]*to resume from no checkpoint yet", log)
+    assert saved and len(saved) + len(fresh) == restarts, (saved, fresh, log[-6000:])
+    assert log.count("PreemptionCheckpointHandler: checkpoint saved, exiting with status 42") >= len(saved), log[-6000:]
     # every worker of each resumed run says where it restored from
     resumed = [int(x) for x in re.findall(r"^0: tf2_preemption: resumed from \S*ckpt-(\d+) at step \1$", log, re.M)]
-    assert len(saved) == restarts and saved == resumed, (saved, resumed, log[-6000:])
-    assert log.count(" tf2_preemption: resumed from ") == 2 * restarts, log[-6000:]
+    assert saved == resumed, (saved, resumed, log[-6000:])
+    assert log.count(" tf2_preemption: resumed from ") == 2 * len(saved), log[-6000:]
     assert all(0 < s < TARGET for s in saved) and saved == sorted(set(saved)), saved
     assert f"reached step {TARGET} of {TARGET}: done" in log, log[-6000:]
     state = (model / "checkpoint").read_text()
