@@ -209,6 +209,17 @@ def test_a_run_resumed_from_its_checkpoint_though_its_first_report_came_steps_la
     assert checked(account("9", status({"0": track(points)}), bogus, None, T)).redone_steps == 18
 
 
+def test_a_report_below_the_checkpoint_after_another_tasks_restored_one_is_not_a_going_back():
+    # TF1, run 2 resumed at C = 500: worker 1 reported 500 first, then the chief its step 0 from before its
+    # restore (its step "went back" from run 1's 530), then both went on from 500 (a real-Slurm job: 357 redone)
+    history = run(1, 0, 600, state="requeued", status=42, step=530, checkpoint=500)
+    b = batch(run(2, 1000, 1500, checkpoint_at_start=500), history)
+    chief = ramp(30, 560, 0) + [(1040.2, 0)] + ramp(1042, 1460, 502)
+    worker = ramp(31, 561, 0) + ramp(1040, 1460, 500)
+    acc = checked(account("9", status({"1": track(chief), "2": track(worker)}), b, None, T))
+    assert acc.redone_steps == 30 and [r.resumed_from for r in acc.runs] == [0, 500]
+
+
 def test_a_runs_furthest_step_is_batch_jsons_when_its_thinned_history_lost_the_last_point():
     # run 1 reached S = 530 (batch.json's step) but its history kept 520 as its last point
     points = ramp(30, 550, 0) + ramp(1040, 1460, 500)

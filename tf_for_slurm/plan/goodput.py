@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import statistics
 from bisect import bisect_left, bisect_right
-from itertools import dropwhile
 from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -142,7 +141,9 @@ def _walk(step: Step, rate: float, high: int, faults: List[float]) -> Tuple[int,
     resumed_at = run.resumed_at if not step.relaunched and step.start == run.start else None
     if resumed_at is not None and any(reached >= resumed_at for _, reached in lead):
         checkpoint = resumed_at
-        lead = step.lead = list(dropwhile(lambda point: point[1] < checkpoint, lead))  # reports before the restore
+        # reports before the restore (a task's step below its run's checkpoint: TF1's chief says 0 first), also
+        # after another task's restored report (the merged lead begins again there: not a going back)
+        lead = step.lead = [point for point in lead if point[1] >= checkpoint]
     else:
         resumed_at = None  # not its checkpoint's (above every step it reported)
     failed = not step.last_in_run or run.status not in (None, *OK_STATUSES)
