@@ -102,17 +102,17 @@ def _kill_once(entry: Dict[str, object], rank: int, stop: threading.Event) -> No
     `entry['killed']`: (pid, step, run) then."""
     status = Path(str(entry["folder"])) / "status.json"
     while not stop.wait(0.2):
-        found = _task_pid(str(entry["job"]), rank, "LaunchTFServerWithHooks.py")
-        if found is None:
-            continue
-        pid, restarts, started = found
         try:
             track = (json.loads(status.read_text()).get("progress") or {}).get(str(rank)) or {}
         except (OSError, ValueError, AttributeError):
             continue
         step, at = track.get("step"), track.get("reported_at")
-        if not isinstance(step, int) or step < 3 or not isinstance(at, (int, float)) or at <= started:
+        if not isinstance(step, int) or step < 3 or not isinstance(at, (int, float)):
+            continue
+        found = _task_pid(str(entry["job"]), rank, "LaunchTFServerWithHooks.py")  # (/proc read only now: its cost)
+        if found is None or at <= found[2]:
             continue  # not yet trained in this run (a report carried from an earlier run is older)
+        pid, restarts, _started = found
         os.kill(pid, signal.SIGKILL)
         entry["killed"] = (pid, step, restarts + 1)
         return
