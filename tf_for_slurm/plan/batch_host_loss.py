@@ -56,12 +56,15 @@ class Sleep(NamedTuple):
 
 
 class Done(NamedTuple):
-    """The end of the check: `line` says what was found and done; `acted`: a requeue or a cancel
-    (`requeued`: the requeue)."""
+    """The end of the check: `line` says what was found and done; `action`: what this task did to the
+    job, "requeue" or "cancel", or "" (nothing)."""
 
     line: str
-    acted: bool = False
-    requeued: bool = False
+    action: str = ""
+
+    @property
+    def acted(self) -> bool:
+        return bool(self.action)
 
 
 Step = Union[Ask, Sleep, Done]
@@ -137,8 +140,8 @@ class BatchHostLoss:
             return Sleep(self.evidence + self.turn)
         return Ask(self.phase)
 
-    def _end(self, line: str, acted: bool = False, requeued: bool = False) -> Done:
-        self.done, self.phase = Done(line, acted, requeued), "done"
+    def _end(self, line: str, action: str = "") -> Done:
+        self.done, self.phase = Done(line, action), "done"
         return self.done
 
     def _lost(self) -> str:
@@ -189,7 +192,7 @@ class BatchHostLoss:
             return
         if refused is None:
             self._end(f"requeued job {self.job}: {self._lost()}, so no batch script would end or requeue it "
-                      f"({self.requeues_left} requeue(s) were left)", acted=True, requeued=True)
+                      f"({self.requeues_left} requeue(s) were left)", action="requeue")
         else:
             self.refused, self.phase = refused, "cancel"
 
@@ -201,6 +204,6 @@ class BatchHostLoss:
                if self.finished else "no requeue left (--max-requeues)")
         if failed is None:
             self._end(f"cancelled job {self.job}: {self._lost()} and {why}; it would have held its nodes to its "
-                      "time limit", acted=True)
+                      "time limit", action="cancel")
         else:
             self._end(f"could not cancel job {self.job} ({failed}): {self._lost()} and {why}")

@@ -112,7 +112,8 @@ def check(plan: ClusterPlan, lost_node: str, cfg: Optional[Config], env: Mapping
     watch = BatchHostLoss(job=job, node=lost_node, turn=turn, restarts=cfg.restarts, requeues_left=cfg.requeues_left,
                           start=clock(), wait=wait, finished=finished)  # the wait counts from here: Slurm answered
     what = "a task lost was" if hub else "the step's supervisor was"
-    me = f"tf-slurm exec (task {plan.me.rank} on {plan.me.node})"
+    who = f"task {plan.me.rank} on {plan.me.node}"  # names the acting task in the batch log and in batch.json
+    me = f"tf-slurm exec ({who})"
     first = f"{what} on the job's batch host {lost_node}: checking whether that node was lost (for at most {wait:g} s)"
     log.warning("%s", first)
     if batch_log:
@@ -126,8 +127,8 @@ def check(plan: ClusterPlan, lost_node: str, cfg: Optional[Config], env: Mapping
             if batch_log:
                 tell_batch_log(batch_log, f"{me}: {step.line}")
             if step.acted:  # batch.json's run, left 'running' by the batch-step that died: what became of it
-                close_lost_run(job_folder.batch_path(env), job, cfg.restarts + 1, step.requeued,
-                               f"task {plan.me.rank} on {plan.me.node}: {step.line}")
+                close_lost_run(job_folder.batch_path(env), job, cfg.restarts + 1, step.action == "requeue",
+                               f"{who}: {step.line}")
             return step
         if isinstance(step, Sleep):
             sleep(max(0.0, step.until - clock()))
