@@ -55,8 +55,10 @@ def test_the_report_of_a_job_with_a_restart_and_a_requeue(one_minute_jobs, tmp_p
     # a run before the one where the worker first trained may have ended with no step at all (a slow machine)
     steps = [r.get("step") for r in batch["history"]]
     assert steps and all(isinstance(s, int) or (s is None and n < run) for n, s in enumerate(steps, 1)), steps
-    # a run that trains is requeued before the target (one allocation holds fewer steps than it): it has a step
-    assert run <= len(steps) and isinstance(steps[run - 1], int) and steps[run - 1] < batch["step"], (run, steps, batch)
+    # the run where it was killed trained: it has a step, below the last run's unless it was the last run (worker 0
+    # may have trained alone in an earlier run, whose checkpoint then let this one reach the target)
+    assert run == len(steps) + 1 or isinstance(steps[run - 1], int) and steps[run - 1] < batch["step"], \
+        (run, steps, batch)
     # the page, written into the job folder by the command a user runs
     done = subprocess.run([PYTHON, "-m", "tf_for_slurm", "report", job, "--folder", str(folder.parent)],
                           capture_output=True, text=True, timeout=60, cwd=str(REPO))
@@ -117,4 +119,7 @@ def test_the_goodput_of_a_job_with_a_restart_and_a_requeue(one_minute_jobs):
     expected = sum(max(0, (run["step"] or 0) - (later["checkpoint_at_start"] or 0))
                    for run, later in zip(records, records[1:]))
     assert acc["redone_steps"] == expected, (acc["redone_steps"], records)
-    assert [r["resumed_from"] for r in runs[1:]] == [r["checkpoint_at_start"] for r in records[1:]], runs
+    for figures, record in zip(runs[1:], records[1:]):  # a run that found no checkpoint started fresh: its first step
+        fresh = record["checkpoint_at_start"] is None
+        assert (figures["resumed_from"] is None or figures["resumed_from"] <= (record["step"] or 0)) if fresh \
+            else figures["resumed_from"] == record["checkpoint_at_start"], (figures, record)
