@@ -156,6 +156,7 @@ class ForwardSignals:
         self.received: List[int] = []
         self._wake = wake
         self._installed: List[int] = []  # the signals whose handler is ours
+        self._unsent: List[int] = []  # came while no command was there to take them: for the next one
 
     def __enter__(self) -> "ForwardSignals":
         if threading.current_thread() is threading.main_thread():
@@ -169,10 +170,26 @@ class ForwardSignals:
         received after the first `seen`, else None: a command ended by one is not restarted."""
         return next((s for s in self.received[seen:] if s in STOPPING), None)
 
+    def detach(self) -> None:
+        """A command is about to start (again): until `attach`, a signal is kept for it."""
+        self.child = None
+
+    def attach(self, child: Optional[Child]) -> None:
+        """`child` runs now (None: it could not start): a signal that came while there was no command (before
+        the first, or while this one started: a shell's first line can run before Popen returns) goes to it
+        now; else a Ctrl-C or scancel that the supervisor recorded would never reach the command."""
+        self.child = child
+        if child is not None:
+            unsent, self._unsent = self._unsent, []
+            for signo in unsent:
+                child.signal(signo)
+
     def _handle(self, signo: int, _frame: object) -> None:
         self.received.append(signo)
         if self.child is not None:
             self.child.signal(signo)
+        elif signo not in self._unsent:  # bounded: each signal once
+            self._unsent.append(signo)
         self._wake.poke()
 
     def __exit__(self, *exc: object) -> None:

@@ -50,8 +50,9 @@ class TaskCommand:
         self.progress.started(now)  # before the command: a report it makes at once counts
         self.phases.started()
         self._last_looked, self._hang_kill_at, self._hung = False, 0.0, False
+        self.sigs.detach()  # not the last command's group: a signal while this one starts waits for it
         self.child = start_command(self.argv, self.env, self.wake)
-        self.sigs.child = self.child
+        self.sigs.attach(self.child)
         self.starts += 1
         return self.child is not None
 

@@ -283,7 +283,7 @@ def _run_plain(command: List[str], env: Mapping[str, str]) -> int:
             child = start_command(command, env, wake)
             if child is None:
                 return 127
-            sigs.child = child
+            sigs.attach(child)
             status = exit_status(child.proc.wait())
             child.reap_group()
             return status
