@@ -123,6 +123,13 @@ def lose_node(cluster: SlurmCluster, node: str, job: str) -> List[int]:
     return order
 
 
+# batch-step's words in a job's log: a run's end (waiting for anything else of that run is over); and a run
+# that lost a node ending without a relaunch (not ENDED, which it prints before every relaunch too: a poll
+# between the two lines failed CI)
+ENDED = r"srun exit status"
+NOT_RELAUNCHED = r"not relaunched|requeued job|not requeued|training ended"
+
+
 def wait_for_log(log: Path, pattern: str, timeout: float, unless: Optional[str] = None) -> str:
     """A job's log once it matches `pattern`; AssertionError once it matches `unless` first (the run
     ended another way), or after `timeout` s."""

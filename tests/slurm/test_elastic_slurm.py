@@ -31,16 +31,12 @@ from typing import Tuple
 
 import pytest
 
-from slurm_harness import PYTHON, REPO, lose_node, restore_nodes, wait_for_log
+from slurm_harness import ENDED, NOT_RELAUNCHED, PYTHON, REPO, lose_node, restore_nodes, wait_for_log
 
 pytestmark = pytest.mark.slurm
 SCRIPT = REPO / "tests" / "unmodified" / "tf2_mwms_backup.py"
 TF1_SCRIPT = REPO / "tests" / "unmodified" / "tf1_ps_worker.py"
 EPOCHS = 8
-ENDED = r"srun exit status"  # batch-step's word on a run's end
-# batch-step's words when a run that lost a node ends without a relaunch: not "srun exit status", which it
-# prints before every relaunch (a poll between the two lines failed CI)
-NOT_RELAUNCHED = r"not relaunched|requeued job|not requeued|training ended"
 
 
 def _going_on(job: str, log, lost_at: float) -> None:

@@ -43,7 +43,7 @@ TRAPPING = ["sh", "-c", "trap 'echo got-INT; exit 0' INT; while true; do sleep 0
 
 EARLY = """
 import os, signal, sys, time
-from tf_for_slurm.supervise import child_process, task_command
+from tf_for_slurm.supervise import task_command
 from tf_for_slurm.supervise.child_process import ForwardSignals, Wake
 argv = {argv!r}
 wake = Wake()
